@@ -1,0 +1,163 @@
+"""The operator contract between the API (what operators do) and the TaskManager (who runs them).
+
+A task thread drives one chain of operators: it calls `process_batch` / `process_watermark` /
+`end_input` on the chain's head operators for network input, and `emit_next` on a source.
+Operators pass results on through `Output`; inside a chain that is a direct call to the next
+operator (no queue, no serialization). Everything here runs on the task thread only.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from runtime.core.keygroups import KeyGroupRange
+from runtime.core.records import MIN_TIMESTAMP, RecordBatch, Watermark
+
+
+class Output(Protocol):
+    def emit(self, batch: RecordBatch) -> None: ...
+
+    def emit_watermark(self, watermark: Watermark) -> None: ...
+
+
+class ProcessingTimeService(Protocol):
+    """Wall-clock time and timers whose callbacks run on the task thread (the mailbox)."""
+
+    def current_processing_time(self) -> int: ...
+
+    def register_timer(self, timestamp_ms: int, callback: Callable[[int], None]) -> Any: ...
+
+
+class OperatorEventGateway(Protocol):
+    """Sends an event from an operator subtask to its OperatorCoordinator on the JobMaster."""
+
+    def send_event_to_coordinator(self, event: Any) -> None: ...
+
+
+class TaskMetrics:
+    """Counters a task reports to the JobMaster (records/bytes in and out)."""
+
+    __slots__ = ("records_in", "records_out", "bytes_in", "bytes_out")
+
+    def __init__(self) -> None:
+        self.records_in = 0
+        self.records_out = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+
+@dataclass
+class OperatorContext:
+    """Everything the runtime gives an operator at setup."""
+
+    job_id: str
+    job_name: str
+    task_name: str
+    operator_name: str
+    node_id: int
+    uid: str | None
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    key_group_range: KeyGroupRange
+    output: Output
+    processing_time_service: ProcessingTimeService
+    event_gateway: OperatorEventGateway
+    config: dict[str, str] = field(default_factory=dict)
+    logger: logging.LoggerAdapter | None = None
+    metrics: TaskMetrics = field(default_factory=TaskMetrics)
+
+
+class StreamOperator:
+    """Base class of every operator. Subclasses override the hooks they need."""
+
+    num_inputs = 1
+
+    def __init__(self) -> None:
+        self.ctx: OperatorContext | None = None
+        self.output: Output | None = None
+        self._input_watermarks: list[int] = []
+        self._current_watermark = MIN_TIMESTAMP
+
+    # lifecycle -----------------------------------------------------------------------------
+    def setup(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
+        self.output = ctx.output
+        self._input_watermarks = [MIN_TIMESTAMP] * max(1, self.num_inputs)
+
+    def open(self) -> None:
+        """Called once before the first element (user functions' open() runs here)."""
+
+    def finish(self) -> None:
+        """All inputs ended: flush what is buffered (e.g. fire remaining windows)."""
+
+    def close(self) -> None:
+        """Release resources; called on success and on failure/cancel."""
+
+    # data ----------------------------------------------------------------------------------
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        raise NotImplementedError
+
+    def process_watermark(self, watermark: Watermark, input_index: int = 0) -> None:
+        """Combine per-input watermarks (min) and advance when the combined one moves."""
+        wms = self._input_watermarks
+        if watermark.timestamp > wms[input_index]:
+            wms[input_index] = watermark.timestamp
+        combined = min(wms)
+        if combined > self._current_watermark:
+            self._current_watermark = combined
+            self.on_watermark(combined)
+
+    def on_watermark(self, timestamp: int) -> None:
+        """Event time advanced to `timestamp` (fire timers, then forward)."""
+        assert self.output is not None
+        self.output.emit_watermark(Watermark(timestamp))
+
+    def end_input(self, input_index: int = 0) -> None:
+        """Input `input_index` has no more data (bounded input)."""
+
+    @property
+    def current_watermark(self) -> int:
+        return self._current_watermark
+
+
+class InputStatus(enum.Enum):
+    MORE_AVAILABLE = "MORE_AVAILABLE"
+    NOTHING_AVAILABLE = "NOTHING_AVAILABLE"
+    END_OF_INPUT = "END_OF_INPUT"
+
+
+class SourceOperator(StreamOperator):
+    """A source is pulled by its task: `emit_next` emits at most one batch per call."""
+
+    num_inputs = 0
+
+    def emit_next(self) -> InputStatus:
+        raise NotImplementedError
+
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        raise TypeError("a source has no inputs")
+
+
+class OperatorCoordinator(Protocol):
+    """Runs on the JobMaster, one per operator (all subtasks); Flink's OperatorCoordinator.
+
+    Used by sinks that commit globally (Delta) and by the collect sink.
+    """
+
+    def start(self) -> None: ...
+
+    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None: ...
+
+    def on_job_finished(self) -> dict[str, Any]:
+        """All tasks finished: commit. Returns metadata (e.g. Delta version) for the job result."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class OperatorCoordinatorProvider(Protocol):
+    def create(self, job_id: str, operator_name: str, parallelism: int) -> OperatorCoordinator: ...
