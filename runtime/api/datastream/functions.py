@@ -1,0 +1,240 @@
+"""User function protocols, mirroring pyflink.datastream.functions.
+
+Plain callables are accepted wherever PyFlink accepts them; the API wraps them in these classes.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Generic, Iterable, TypeVar
+
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
+ACC = TypeVar("ACC")
+W = TypeVar("W")
+
+
+class RuntimeContext(abc.ABC):
+    """What a rich function sees at open(): subtask info and (on keyed streams) keyed state."""
+
+    @abc.abstractmethod
+    def get_task_name(self) -> str: ...
+
+    @abc.abstractmethod
+    def get_number_of_parallel_subtasks(self) -> int: ...
+
+    @abc.abstractmethod
+    def get_max_number_of_parallel_subtasks(self) -> int: ...
+
+    @abc.abstractmethod
+    def get_index_of_this_subtask(self) -> int: ...
+
+    @abc.abstractmethod
+    def get_attempt_number(self) -> int: ...
+
+    @abc.abstractmethod
+    def get_task_name_with_subtasks(self) -> str: ...
+
+    @abc.abstractmethod
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None: ...
+
+    @abc.abstractmethod
+    def get_state(self, state_descriptor: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def get_list_state(self, state_descriptor: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def get_map_state(self, state_descriptor: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def get_reducing_state(self, state_descriptor: Any) -> Any: ...
+
+    @abc.abstractmethod
+    def get_aggregating_state(self, state_descriptor: Any) -> Any: ...
+
+
+class Function(abc.ABC):
+    def open(self, runtime_context: RuntimeContext) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MapFunction(Function, Generic[IN, OUT]):
+    @abc.abstractmethod
+    def map(self, value: IN) -> OUT: ...
+
+
+class FlatMapFunction(Function, Generic[IN, OUT]):
+    @abc.abstractmethod
+    def flat_map(self, value: IN) -> Iterable[OUT]: ...
+
+
+class FilterFunction(Function, Generic[IN]):
+    @abc.abstractmethod
+    def filter(self, value: IN) -> bool: ...
+
+
+class ReduceFunction(Function, Generic[IN]):
+    @abc.abstractmethod
+    def reduce(self, value1: IN, value2: IN) -> IN: ...
+
+
+class AggregateFunction(Function, Generic[IN, ACC, OUT]):
+    @abc.abstractmethod
+    def create_accumulator(self) -> ACC: ...
+
+    @abc.abstractmethod
+    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+
+    @abc.abstractmethod
+    def get_result(self, accumulator: ACC) -> OUT: ...
+
+    def merge(self, acc_a: ACC, acc_b: ACC) -> ACC:
+        raise NotImplementedError(f"{type(self).__name__}.merge is needed for merging (session) windows")
+
+
+class KeySelector(Function, Generic[IN, KEY]):
+    @abc.abstractmethod
+    def get_key(self, value: IN) -> KEY: ...
+
+
+class TimerService(abc.ABC):
+    @abc.abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abc.abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abc.abstractmethod
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abc.abstractmethod
+    def register_event_time_timer(self, timestamp: int) -> None: ...
+
+    @abc.abstractmethod
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abc.abstractmethod
+    def delete_event_time_timer(self, timestamp: int) -> None: ...
+
+
+class TimeDomain:
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
+class BaseContext(abc.ABC):
+    @abc.abstractmethod
+    def timestamp(self) -> int | None: ...
+
+    @abc.abstractmethod
+    def timer_service(self) -> TimerService: ...
+
+
+class ProcessFunction(Function, Generic[IN, OUT]):
+    class Context(BaseContext):
+        pass
+
+    @abc.abstractmethod
+    def process_element(self, value: IN, ctx: "ProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+
+class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
+    class Context(BaseContext):
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(Context):
+        @abc.abstractmethod
+        def time_domain(self) -> int: ...
+
+    @abc.abstractmethod
+    def process_element(self, value: IN, ctx: "KeyedProcessFunction.Context") -> Iterable[OUT] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Iterable[OUT] | None:
+        return None
+
+
+class CoMapFunction(Function, Generic[IN, OUT]):
+    @abc.abstractmethod
+    def map1(self, value: Any) -> OUT: ...
+
+    @abc.abstractmethod
+    def map2(self, value: Any) -> OUT: ...
+
+
+class CoFlatMapFunction(Function, Generic[IN, OUT]):
+    @abc.abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[OUT]: ...
+
+    @abc.abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[OUT]: ...
+
+
+class CoProcessFunction(Function):
+    class Context(BaseContext):
+        pass
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any] | None: ...
+
+
+class KeyedCoProcessFunction(Function):
+    class Context(BaseContext):
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(Context):
+        @abc.abstractmethod
+        def time_domain(self) -> int: ...
+
+    @abc.abstractmethod
+    def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_element2(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+        return None
+
+
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    class Context(abc.ABC, Generic[W]):
+        @abc.abstractmethod
+        def window(self) -> W: ...
+
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abc.abstractmethod
+        def window_state(self) -> Any: ...
+
+        @abc.abstractmethod
+        def global_state(self) -> Any: ...
+
+    @abc.abstractmethod
+    def process(self, key: KEY, context: "ProcessWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...
+
+    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+        pass
+
+
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    @abc.abstractmethod
+    def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+class SinkFunction(Function):
+    """Marker base for legacy-style sinks (invoke per record)."""
+
+    def invoke(self, value: Any, context: Any = None) -> None:
+        raise NotImplementedError
