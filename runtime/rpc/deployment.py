@@ -1,0 +1,63 @@
+"""Deployment descriptors: what the JobMaster sends a TaskExecutor to run one subtask attempt."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime.graph.job_graph import ChainedOperator, PartitionerDescriptor, ResultPartitionType
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64", extra="forbid")
+
+
+class DataAddress(_Model):
+    """Where a TaskManager serves its result partitions."""
+
+    tm_id: str
+    host: str
+    port: int
+
+
+class ResultPartitionDeploymentDescriptor(_Model):
+    partition_id: str  # "<dataset_id>:<producer subtask>" -- unique per job; attempt-qualified at runtime
+    dataset_id: str
+    producer_node_id: int  # operator in the chain that writes it
+    num_subpartitions: int
+    partitioner: PartitionerDescriptor
+    result_type: ResultPartitionType = ResultPartitionType.PIPELINED_BOUNDED
+    consumer_max_parallelism: int = 128  # key groups -> consumer subtask for HASH
+
+
+class InputChannelDeploymentDescriptor(_Model):
+    partition_id: str
+    producer_attempt_id: str  # the producing Execution's attempt id (a restarted producer is a new partition)
+    subpartition_index: int
+    producer: DataAddress
+
+
+class InputGateDeploymentDescriptor(_Model):
+    dataset_id: str
+    target_node_id: int  # operator in this chain that consumes it
+    type_number: int = 0  # input index of that operator
+    channels: list[InputChannelDeploymentDescriptor]
+
+
+class TaskDeploymentDescriptor(_Model):
+    job_id: str
+    job_name: str
+    job_vertex_id: str
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    execution_attempt_id: str
+    allocation_id: str
+    operators: list[ChainedOperator]
+    produced_partitions: list[ResultPartitionDeploymentDescriptor] = Field(default_factory=list)
+    input_gates: list[InputGateDeploymentDescriptor] = Field(default_factory=list)
+    config: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def task_name_with_subtask(self) -> str:
+        return f"{self.task_name} ({self.subtask_index + 1}/{self.parallelism})#{self.attempt_number}"
