@@ -1,0 +1,34 @@
+"""runtime.api.common: PyFlink's pyflink.common (Types, Row, Time, WatermarkStrategy, ...)."""
+from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
+from runtime.api.common.time import Duration, Time
+from runtime.api.common.typeinfo import (
+    BasicTypeInfo,
+    ListTypeInfo,
+    MapTypeInfo,
+    PickledBytesTypeInfo,
+    RowTypeInfo,
+    TupleTypeInfo,
+    TypeInformation,
+    Types,
+)
+from runtime.api.common.watermark_strategy import FieldTimestampAssigner, TimestampAssigner, WatermarkStrategy
+from runtime.core.row import Row
+
+__all__ = [
+    "BasicTypeInfo",
+    "Configuration",
+    "Duration",
+    "FieldTimestampAssigner",
+    "ListTypeInfo",
+    "MapTypeInfo",
+    "PickledBytesTypeInfo",
+    "Row",
+    "RowTypeInfo",
+    "RuntimeExecutionMode",
+    "Time",
+    "TimestampAssigner",
+    "TupleTypeInfo",
+    "TypeInformation",
+    "Types",
+    "WatermarkStrategy",
+]

@@ -1,0 +1,80 @@
+"""Configuration and RuntimeExecutionMode, mirroring PyFlink (pyflink.common.Configuration)."""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class RuntimeExecutionMode(str, enum.Enum):
+    """STREAMING, BATCH, or AUTOMATIC (BATCH iff every source is bounded)."""
+
+    STREAMING = "STREAMING"
+    BATCH = "BATCH"
+    AUTOMATIC = "AUTOMATIC"
+
+
+class Configuration:
+    """String key/value configuration. Values are stored as strings like Flink's Configuration."""
+
+    def __init__(self, other: "Configuration | dict[str, Any] | None" = None) -> None:
+        self._data: dict[str, str] = {}
+        if other is not None:
+            self.add_all(other)
+
+    def get_string(self, key: str, default_value: str | None = None) -> str | None:
+        return self._data.get(key, default_value)
+
+    def set_string(self, key: str, value: str) -> "Configuration":
+        self._data[key] = str(value)
+        return self
+
+    def get_integer(self, key: str, default_value: int | None = None) -> int | None:
+        v = self._data.get(key)
+        return default_value if v is None else int(v)
+
+    def set_integer(self, key: str, value: int) -> "Configuration":
+        self._data[key] = str(int(value))
+        return self
+
+    def get_float(self, key: str, default_value: float | None = None) -> float | None:
+        v = self._data.get(key)
+        return default_value if v is None else float(v)
+
+    def set_float(self, key: str, value: float) -> "Configuration":
+        self._data[key] = str(float(value))
+        return self
+
+    def get_boolean(self, key: str, default_value: bool | None = None) -> bool | None:
+        v = self._data.get(key)
+        return default_value if v is None else v.strip().lower() == "true"
+
+    def set_boolean(self, key: str, value: bool) -> "Configuration":
+        self._data[key] = "true" if value else "false"
+        return self
+
+    def key_set(self) -> set[str]:
+        return set(self._data)
+
+    def contains_key(self, key: str) -> bool:
+        return key in self._data
+
+    def remove_config(self, key: str) -> bool:
+        return self._data.pop(key, None) is not None
+
+    def add_all(self, other: "Configuration | dict[str, Any]") -> "Configuration":
+        items = other.to_dict() if isinstance(other, Configuration) else other
+        for k, v in items.items():
+            self._data[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return self
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self._data)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Configuration) and other._data == self._data
+
+    def __repr__(self) -> str:
+        return f"Configuration({self._data})"

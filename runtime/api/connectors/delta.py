@@ -1,0 +1,411 @@
+"""DeltaSink: parallel Parquet writers + one Delta commit on the JobMaster (Flink's two-phase
+Sink with a global committer, for bounded jobs).
+
+Writer (one per subtask): writes Parquet files of its batches directly into the table directory
+under unique names (uuid + subtask + attempt), rolls a file at `target_file_size` bytes, and at end
+of input sends its file list to the coordinator. Files not in the Delta log are invisible to
+readers, so nothing is visible before the commit.
+
+Coordinator (on the JobMaster): `on_job_finished()` commits the files of the newest attempt of
+every subtask in ONE transaction through runtime.storage.delta_commit, tagged with
+(app_id, version) so a replayed commit adds nothing. A job that did not finish commits nothing;
+`close()` then deletes the files it was told about. Streaming (checkpoint-driven) commits are not
+done here yet: an unbounded job commits only if it ends.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+
+from runtime.api.connectors.base import Sink
+from runtime.api.operators.base import StreamOperator
+from runtime.core.errors import InvalidProgramError, StorageError
+from runtime.core.records import ColumnBatch, RecordBatch
+from runtime.core.row import Row
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+
+
+def _filesystem(table_uri: str) -> tuple[Any, str]:
+    """(pyarrow FileSystem, base path) for a local path or a URI."""
+    import pyarrow.fs as pafs
+
+    if "://" in table_uri:
+        return pafs.FileSystem.from_uri(table_uri)
+    return pafs.LocalFileSystem(), os.path.abspath(table_uri)
+
+
+def _to_arrow_schema(schema: Any) -> Any:
+    if schema is None:
+        return None
+    import pyarrow as pa
+
+    if isinstance(schema, pa.Schema):
+        return schema
+    to_schema = getattr(schema, "to_arrow_schema", None)
+    if to_schema is not None and to_schema() is not None:
+        return to_schema()
+    raise InvalidProgramError(f"DeltaSink: schema must be a pyarrow.Schema or Types.ROW_NAMED, got {schema!r}")
+
+
+def _delta_compatible(schema: Any) -> Any:
+    """Delta stores timestamps in microseconds; cast other units."""
+    import pyarrow as pa
+
+    fields = []
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and f.type.unit != "us":
+            f = f.with_type(pa.timestamp("us", tz=f.type.tz))
+        fields.append(f)
+    return pa.schema(fields)
+
+
+def batch_to_arrow(batch: RecordBatch, schema: Any) -> Any:
+    """A RecordBatch as a pyarrow Table (with `schema` if given)."""
+    import pyarrow as pa
+
+    if isinstance(batch, ColumnBatch):
+        table = pa.Table.from_batches([batch.to_arrow()])
+        if schema is not None:
+            table = table.select(schema.names).cast(schema)
+        return table
+    rows = batch.rows()
+    first = rows[0]
+    if isinstance(first, dict):
+        dicts = rows
+    elif isinstance(first, Row) and first.field_names is not None:
+        dicts = [r.as_dict() for r in rows]
+    elif schema is not None and isinstance(first, (Row, tuple, list)):
+        names = schema.names
+        dicts = [dict(zip(names, r)) for r in rows]
+    else:
+        raise InvalidProgramError(
+            f"DeltaSink: cannot turn {type(first).__name__} records into columns; emit named Rows or dicts, "
+            "or give DeltaSink a schema"
+        )
+    return pa.Table.from_pylist(dicts, schema=schema)
+
+
+def _column_stats(table: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    """Per-column min / max (ints, finite floats, strings) and null counts of one table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name, col in zip(table.column_names, table.columns):
+        nulls[name] = int(col.null_count)
+        t = col.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)):
+            continue
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo is None or (isinstance(lo, float) and not (np.isfinite(lo) and np.isfinite(hi))):
+            continue
+        mins[name], maxs[name] = lo, hi
+    return mins, maxs, nulls
+
+
+class _OpenFile:
+    def __init__(self, rel_path: str, abs_path: str, writer: Any, partition_values: dict[str, str | None]) -> None:
+        self.rel_path = rel_path
+        self.abs_path = abs_path
+        self.writer = writer
+        self.partition_values = partition_values
+        self.bytes_estimate = 0
+        self.num_records = 0
+        self.mins: dict[str, Any] = {}
+        self.maxs: dict[str, Any] = {}
+        self.nulls: dict[str, int] = {}
+
+    def update_stats(self, table: Any) -> None:
+        mins, maxs, nulls = _column_stats(table)
+        for k, v in mins.items():
+            self.mins[k] = v if k not in self.mins else min(self.mins[k], v)
+        for k, v in maxs.items():
+            self.maxs[k] = v if k not in self.maxs else max(self.maxs[k], v)
+        for k, v in nulls.items():
+            self.nulls[k] = self.nulls.get(k, 0) + v
+
+
+def _partition_str(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+class DeltaSinkWriter(StreamOperator):
+    def __init__(self, sink: "DeltaSink") -> None:
+        super().__init__()
+        self.sink = sink
+        self._schema = _to_arrow_schema(sink.schema)
+        self._open: dict[tuple, _OpenFile] = {}
+        self._done: list[dict[str, Any]] = []
+        self._written: list[str] = []  # absolute paths, for clean-up on failure
+        self._reported = False
+        self._fs: Any = None
+        self._base = ""
+        self._token = uuid.uuid4().hex
+
+    def open(self) -> None:
+        self._fs, self._base = _filesystem(self.sink.path)
+        self._fs.create_dir(self._base, recursive=True)
+
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        if len(batch) == 0:
+            return
+        table = batch_to_arrow(batch, self._schema)
+        if self._schema is None:
+            self._schema = _delta_compatible(table.schema)  # first batch fixes the schema
+        table = table.cast(self._schema) if table.schema != self._schema else table
+        parts = self.sink.partition_by or []
+        if not parts:
+            self._write((), {}, table)
+            return
+        missing = [p for p in parts if p not in table.column_names]
+        if missing:
+            raise InvalidProgramError(f"DeltaSink({self.sink.path}): partition column(s) {missing} not in {table.column_names}")
+        keys = list(zip(*(table.column(p).to_pylist() for p in parts)))
+        groups: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(k, []).append(i)
+        data = table.drop_columns(parts)  # Delta keeps partition values in the log, not the files
+        for k, idx in groups.items():
+            pv = {p: _partition_str(v) for p, v in zip(parts, k)}
+            self._write(k, pv, data.take(idx) if len(idx) != len(table) else data)
+
+    def _write(self, key: tuple, partition_values: dict[str, str | None], table: Any) -> None:
+        import pyarrow.parquet as pq
+
+        f = self._open.get(key)
+        if f is None:
+            assert self.ctx is not None
+            subdir = "/".join(
+                f"{p}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for p, v in partition_values.items()
+            )
+            name = (
+                f"part-{len(self._written):05d}-{self._token}-s{self.ctx.subtask_index}"
+                f"-a{self.ctx.attempt_number}.parquet"
+            )
+            rel = f"{subdir}/{name}" if subdir else name
+            abs_path = f"{self._base}/{rel}"
+            if subdir:
+                self._fs.create_dir(f"{self._base}/{subdir}", recursive=True)
+            sink = self._fs.open_output_stream(abs_path)
+            writer = pq.ParquetWriter(sink, table.schema)
+            f = _OpenFile(rel, abs_path, (writer, sink), partition_values)
+            self._open[key] = f
+            self._written.append(abs_path)
+        f.writer[0].write_table(table)
+        f.num_records += table.num_rows
+        f.bytes_estimate += table.nbytes
+        f.update_stats(table)
+        if f.bytes_estimate >= self.sink.target_file_size:
+            self._roll(key)
+
+    def _roll(self, key: tuple) -> None:
+        f = self._open.pop(key)
+        writer, stream = f.writer
+        writer.close()
+        stream.close()
+        size = self._fs.get_file_info(f.abs_path).size
+        self._done.append(
+            {
+                "path": f.rel_path,
+                "size": int(size),
+                "num_records": f.num_records,
+                "partition_values": f.partition_values,
+                "min_values": f.mins,
+                "max_values": f.maxs,
+                "null_count": f.nulls,
+                "modification_time": int(time.time() * 1000),
+            }
+        )
+
+    def _report(self) -> None:
+        if self._reported:
+            return
+        for key in list(self._open):
+            self._roll(key)
+        assert self.ctx is not None
+        self.ctx.event_gateway.send_event_to_coordinator(
+            {"type": "delta_files", "files": list(self._done), "schema": self._schema}
+        )
+        self._reported = True
+
+    def end_input(self, input_index: int = 0) -> None:
+        self._report()
+
+    def finish(self) -> None:
+        self._report()
+
+    def close(self) -> None:
+        if self._reported:
+            return
+        # failed or canceled before reporting: nobody will commit these files
+        for f in self._open.values():
+            try:
+                f.writer[0].close()
+                f.writer[1].close()
+            except Exception:
+                pass
+        self._open.clear()
+        for p in self._written:
+            try:
+                self._fs.delete_file(p)
+            except Exception:
+                pass
+
+
+class DeltaSinkCoordinator:
+    """Commits every subtask's files in one Delta transaction when the job finishes."""
+
+    def __init__(self, sink: "DeltaSink", job_id: str, operator_name: str, parallelism: int) -> None:
+        self.sink = sink
+        self.job_id = job_id
+        self.operator_name = operator_name
+        self.parallelism = parallelism
+        self._files: dict[int, tuple[int, list[dict[str, Any]]]] = {}  # subtask -> (attempt, files)
+        self._superseded: list[dict[str, Any]] = []
+        self._schema: Any = _to_arrow_schema(sink.schema)
+        self._committed = False
+        self.version: int | None = None
+
+    @property
+    def app_id(self) -> str:
+        return self.sink.app_id or f"millrace-{self.job_id}-{self.operator_name}"
+
+    def start(self) -> None:
+        pass
+
+    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
+        if not isinstance(event, dict) or event.get("type") != "delta_files":
+            return
+        prev = self._files.get(subtask)
+        if prev is not None and prev[0] > attempt:
+            self._superseded.extend(event["files"])  # a late report of an older attempt
+            return
+        if prev is not None:
+            self._superseded.extend(prev[1])
+        self._files[subtask] = (attempt, list(event["files"]))
+        if self._schema is None and event.get("schema") is not None:
+            self._schema = event["schema"]
+
+    def on_job_finished(self) -> dict[str, Any]:
+        missing = sorted(set(range(self.parallelism)) - set(self._files))
+        if missing:
+            raise StorageError(
+                f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
+                f"subtask(s) {missing}; nothing committed"
+            )
+        files = [f for _, fs in sorted(self._files.items()) for f in fs]
+        if self._schema is None:
+            # no data and no declared schema: nothing to create or commit
+            self._committed = True
+            return {"delta_version": None, "delta_files": 0, "delta_records": 0}
+        from runtime.storage.delta_commit import commit_add_files  # only storage/ touches deltalake
+
+        schema = self._schema
+        if self.sink.partition_by:
+            import pyarrow as pa
+
+            # files hold no partition columns; the table schema has them (strings if unknown)
+            for p in self.sink.partition_by:
+                if p not in schema.names:
+                    schema = schema.append(pa.field(p, pa.string()))
+        self.version = commit_add_files(
+            self.sink.path,
+            files,
+            schema,
+            mode=self.sink.mode,
+            partition_by=self.sink.partition_by,
+            app_id=self.app_id,
+            version=self.sink.app_version,
+            storage_options=self.sink.storage_options,
+        )
+        self._committed = True
+        self._delete(self._superseded)
+        return {
+            "delta_version": self.version,
+            "delta_files": len(files),
+            "delta_records": sum(int(f.get("num_records", 0)) for f in files),
+        }
+
+    def close(self) -> None:
+        if not self._committed:
+            # the job did not finish: its files are referenced by no commit
+            self._delete([f for _, fs in self._files.values() for f in fs] + self._superseded)
+        self._files.clear()
+        self._superseded = []
+
+    def _delete(self, files: list[dict[str, Any]]) -> None:
+        if not files:
+            return
+        fs, base = _filesystem(self.sink.path)
+        for f in files:
+            try:
+                fs.delete_file(f"{base}/{f['path']}")
+            except Exception:
+                log.warning("could not delete uncommitted Delta file %s", f["path"])
+
+
+class DeltaSinkCoordinatorProvider:
+    def __init__(self, sink: "DeltaSink") -> None:
+        self.sink = sink
+
+    def create(self, job_id: str, operator_name: str, parallelism: int) -> DeltaSinkCoordinator:
+        return DeltaSinkCoordinator(self.sink, job_id, operator_name, parallelism)
+
+
+class DeltaSink(Sink):
+    """`DeltaSink(path, schema=None, mode="append"|"overwrite", partition_by=None)`.
+
+    `app_id` / `app_version` tag the commit (Delta txn): a second commit with the same app id and a
+    version not newer is skipped. Default app id: "millrace-<job id>-<operator name>".
+    """
+
+    def __init__(
+        self,
+        path: str,
+        schema: Any = None,
+        mode: str = "append",
+        partition_by: list[str] | str | None = None,
+        target_file_size: int = DEFAULT_TARGET_FILE_SIZE,
+        app_id: str | None = None,
+        app_version: int = 1,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        if mode not in ("append", "overwrite"):
+            raise InvalidProgramError(f"DeltaSink({path}): mode must be 'append' or 'overwrite', got {mode!r}")
+        self.path = path
+        self.schema = schema
+        _to_arrow_schema(schema)  # validate early, at the call site
+        self.mode = mode
+        self.partition_by = [partition_by] if isinstance(partition_by, str) else (list(partition_by) if partition_by else None)
+        self.target_file_size = int(target_file_size)
+        self.app_id = app_id
+        self.app_version = int(app_version)
+        self.storage_options = storage_options
+
+    @staticmethod
+    def for_path(path: str, mode: str = "append", **kwargs: Any) -> "DeltaSink":
+        return DeltaSink(path, mode=mode, **kwargs)
+
+    def create_writer(self) -> DeltaSinkWriter:
+        return DeltaSinkWriter(self)
+
+    def coordinator_provider(self) -> DeltaSinkCoordinatorProvider:
+        return DeltaSinkCoordinatorProvider(self)
+
+    def default_name(self) -> str:
+        return f"DeltaSink({self.path})"

@@ -1,0 +1,245 @@
+"""The RuntimeContext user functions see, and the base of keyed operators.
+
+`StreamingRuntimeContext` is Flink's StreamingRuntimeContext: subtask info from the
+OperatorContext and keyed state from the operator's KeyedStateBackend (VoidNamespace).
+`AbstractKeyedOperator` is the keyed part of Flink's AbstractStreamOperator: it creates the keyed
+state backend and timer services at setup, advances event-time timers before forwarding a
+watermark, buffers outputs so each input batch / timer round leaves as one ObjectBatch, and
+exposes a per-key-group snapshot seam (`snapshot_state` / `restore_state`).
+"""
+from __future__ import annotations
+
+import pickle
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from runtime.api.datastream.functions import Function, RuntimeContext
+from runtime.core.errors import MillraceError
+from runtime.core.keygroups import assign_to_key_groups
+from runtime.core.keys import KeyExtractor
+from runtime.core.records import ObjectBatch, RecordBatch, Watermark
+from runtime.api.operators.base import OperatorContext, StreamOperator
+from runtime.state import KeyedStateBackend, create_keyed_state_backend
+from runtime.state.serialization import dumps_value
+from runtime.state.timers import InternalTimerService, Triggerable
+
+STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
+"""OperatorContext.config keys naming the backend ("hashmap" default, or "rocksdb")."""
+ROCKSDB_LOCAL_DIR_KEY = "state.backend.rocksdb.localdir"
+
+OPERATOR_SNAPSHOT_FORMAT = "millrace-keyed-operator-v1"
+
+
+class StreamingRuntimeContext(RuntimeContext):
+    """Flink: StreamingRuntimeContext."""
+
+    def __init__(self, ctx: OperatorContext, keyed_state_backend: KeyedStateBackend | None) -> None:
+        self._ctx = ctx
+        self._backend = keyed_state_backend
+
+    # subtask info ----------------------------------------------------------------------------
+    def get_task_name(self) -> str:
+        return self._ctx.task_name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._ctx.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._ctx.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._ctx.subtask_index
+
+    def get_attempt_number(self) -> int:
+        return self._ctx.attempt_number
+
+    def get_task_name_with_subtasks(self) -> str:
+        c = self._ctx
+        return f"{c.task_name} ({c.subtask_index + 1}/{c.parallelism})#{c.attempt_number}"
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        return self._ctx.config.get(key, default_value)
+
+    def get_metrics_group(self) -> Any:
+        return self._ctx.metrics
+
+    # keyed state -----------------------------------------------------------------------------
+    @property
+    def keyed_state_backend(self) -> KeyedStateBackend | None:
+        return self._backend
+
+    def _keyed(self, descriptor: Any) -> Any:
+        if self._backend is None:
+            raise MillraceError(
+                f"Keyed state can only be used on a KeyedStream: operator {self._ctx.operator_name!r} "
+                f"(subtask {self._ctx.subtask_index}) asked for state {getattr(descriptor, 'name', descriptor)!r}. "
+                "Call key_by(...) before this operation, or keep the value in a plain attribute."
+            )
+        return self._backend.get_partitioned_state(descriptor)
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        return self._keyed(state_descriptor)
+
+
+def open_function(fn: Any, runtime_context: RuntimeContext) -> None:
+    """Call open(runtime_context) on rich functions (plain callables have none)."""
+    if isinstance(fn, Function) or callable(getattr(fn, "open", None)):
+        fn.open(runtime_context)
+
+
+def close_function(fn: Any) -> None:
+    if isinstance(fn, Function) or callable(getattr(fn, "close", None)):
+        fn.close()
+
+
+class AbstractKeyedOperator(StreamOperator):
+    """Keyed state + timers + batched output for one-batch-in, one-batch-out keyed operators."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keyed_state_backend: KeyedStateBackend | None = None
+        self.runtime_context: StreamingRuntimeContext | None = None
+        self._timer_services: dict[str, InternalTimerService] = {}
+        self._out_values: list[Any] = []
+        self._out_ts: list[int | None] = []
+        self._restored: dict[int, bytes] | None = None
+
+    # lifecycle ---------------------------------------------------------------------------
+    def setup(self, ctx: OperatorContext) -> None:
+        super().setup(ctx)
+        kind = "hashmap"
+        for k in STATE_BACKEND_CONFIG_KEYS:
+            if ctx.config.get(k):
+                kind = ctx.config[k]
+                break
+        op_id = f"{ctx.uid or ctx.node_id}-{ctx.subtask_index}"
+        self.keyed_state_backend = create_keyed_state_backend(
+            kind, ctx.key_group_range, ctx.max_parallelism, op_id, local_dir=ctx.config.get(ROCKSDB_LOCAL_DIR_KEY)
+        )
+        self.runtime_context = StreamingRuntimeContext(ctx, self.keyed_state_backend)
+
+    def close(self) -> None:
+        if self.keyed_state_backend is not None:
+            self.keyed_state_backend.dispose()
+
+    def get_internal_timer_service(self, name: str, triggerable: Triggerable) -> InternalTimerService:
+        """Flink: AbstractStreamOperator.getInternalTimerService."""
+        svc = self._timer_services.get(name)
+        if svc is None:
+            assert self.ctx is not None and self.keyed_state_backend is not None, "setup() first"
+            svc = InternalTimerService(
+                name, self.keyed_state_backend, self.ctx.processing_time_service, triggerable, self.flush_output
+            )
+            self._timer_services[name] = svc
+            if self._restored is not None:
+                svc.restore(self._timers_of(name, self._restored))
+        return svc
+
+    # keys --------------------------------------------------------------------------------
+    def _keys_and_groups(self, extractor: KeyExtractor, batch: RecordBatch) -> tuple[list[Any], list[int] | None]:
+        """Keys as Python values, plus key groups when they can be computed vectorized."""
+        keys = extractor.keys(batch)
+        if isinstance(keys, np.ndarray):
+            assert self.ctx is not None
+            kgs = assign_to_key_groups(keys, self.ctx.max_parallelism).tolist() if keys.dtype.kind in "iub" else None
+            return keys.tolist(), kgs
+        return keys, None
+
+    # output ------------------------------------------------------------------------------
+    def collect(self, value: Any, timestamp: int | None) -> None:
+        self._out_values.append(value)
+        self._out_ts.append(timestamp)
+
+    def collect_all(self, values: Iterable[Any] | None, timestamp: int | None) -> None:
+        """Collect what a user function returned or yielded (None = nothing)."""
+        if values is None:
+            return
+        ov, ot = self._out_values, self._out_ts
+        for v in values:
+            ov.append(v)
+            ot.append(timestamp)
+
+    def flush_output(self) -> None:
+        """Emit what was collected as one ObjectBatch (split only where timestamps come and go)."""
+        vals, tss = self._out_values, self._out_ts
+        if not vals:
+            return
+        self._out_values, self._out_ts = [], []
+        assert self.output is not None
+        if self.ctx is not None:
+            self.ctx.metrics.records_out += len(vals)
+        has = [t is not None for t in tss]
+        if all(has):
+            self.output.emit(ObjectBatch(vals, np.asarray(tss, dtype=np.int64)))
+            return
+        if not any(has):
+            self.output.emit(ObjectBatch(vals, None))
+            return
+        start = 0
+        for i in range(1, len(vals) + 1):
+            if i == len(vals) or has[i] != has[start]:
+                ts = np.asarray(tss[start:i], dtype=np.int64) if has[start] else None
+                self.output.emit(ObjectBatch(vals[start:i], ts))
+                start = i
+
+    # time --------------------------------------------------------------------------------
+    def on_watermark(self, timestamp: int) -> None:
+        # Flink order: fire event-time timers, then forward the watermark
+        for svc in self._timer_services.values():
+            svc.advance_watermark(timestamp)
+        self.flush_output()
+        assert self.output is not None
+        self.output.emit_watermark(Watermark(timestamp))
+
+    # snapshot seam -----------------------------------------------------------------------
+    def snapshot_state(self) -> dict[int, bytes]:
+        """Keyed state and timers of this subtask, per key group."""
+        assert self.keyed_state_backend is not None
+        state = self.keyed_state_backend.snapshot()
+        timers = {name: svc.snapshot() for name, svc in self._timer_services.items()}
+        kgs = set(state)
+        for t in timers.values():
+            kgs.update(t)
+        return {
+            kg: dumps_value(
+                {
+                    "format": OPERATOR_SNAPSHOT_FORMAT,
+                    "state": state.get(kg),
+                    "timers": {n: t[kg] for n, t in timers.items() if kg in t},
+                }
+            )
+            for kg in sorted(kgs)
+        }
+
+    def restore_state(self, snapshot: Mapping[int, bytes]) -> None:
+        """Restore the key groups this subtask owns (call after setup, before open)."""
+        assert self.keyed_state_backend is not None and self.ctx is not None
+        rng = self.ctx.key_group_range
+        mine = {kg: data for kg, data in snapshot.items() if kg in rng}
+        self._restored = {**(self._restored or {}), **mine}
+        docs = {kg: pickle.loads(d) for kg, d in mine.items()}
+        self.keyed_state_backend.restore({kg: d["state"] for kg, d in docs.items() if d["state"] is not None})
+        for name, svc in self._timer_services.items():
+            svc.restore(self._timers_of(name, mine))
+
+    @staticmethod
+    def _timers_of(name: str, snapshot: Mapping[int, bytes]) -> dict[int, bytes]:
+        out: dict[int, bytes] = {}
+        for kg, data in snapshot.items():
+            t = pickle.loads(data)["timers"].get(name)
+            if t is not None:
+                out[kg] = t
+        return out

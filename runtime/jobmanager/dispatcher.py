@@ -1,0 +1,152 @@
+"""Dispatcher: accepts jobs, starts a JobMaster per job, answers status/result/cancel (Flink: Dispatcher)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import pydantic
+
+from runtime.core.states import JobStatus
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.job_master import JobMaster
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
+
+log = logging.getLogger(__name__)
+
+
+class JobSubmissionError(ValueError):
+    pass
+
+
+@dataclass
+class JobEntry:
+    job_graph: JobGraph
+    job_master: JobMaster
+    submitted_at: float
+    status: JobStatus = JobStatus.INITIALIZING
+    result: m.JobResultMessage | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    history: list[tuple[JobStatus, float, str | None]] = field(default_factory=list)
+
+
+class Dispatcher(RpcEndpoint):
+    def __init__(self, rpc: RpcService) -> None:
+        super().__init__(rpc, gw.DISPATCHER)
+        self.jobs: dict[str, JobEntry] = {}
+
+    async def on_stop(self) -> None:
+        for entry in self.jobs.values():
+            if entry.result is None:
+                try:
+                    await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
+                except Exception:  # noqa: BLE001
+                    pass
+        for entry in self.jobs.values():
+            entry.job_master.stop()
+
+    @rpc_method
+    async def submit_job(self, msg: m.SubmitJob) -> m.JobIdMessage:
+        try:
+            job_graph = JobGraph.model_validate_json(msg.job_graph_json)
+        except pydantic.ValidationError as e:
+            raise JobSubmissionError(f"the submitted JobGraph is invalid: {e.error_count()} errors, first: {e.errors()[0]['msg']} at {e.errors()[0]['loc']}") from e
+        if job_graph.job_id in self.jobs:
+            raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
+        if not job_graph.vertices:
+            raise JobSubmissionError(f"job {job_graph.job_id} '{job_graph.job_name}' has no vertices")
+        job_id = job_graph.job_id
+
+        def on_status(jid: str, status: JobStatus, cause: str | None) -> None:
+            self.loop.call_soon_threadsafe(self._status_changed, jid, status, cause)
+
+        def on_terminal(result: m.JobResultMessage) -> None:
+            self.loop.call_soon_threadsafe(self._job_ended, result)
+
+        jm = JobMaster(self.rpc, job_graph, on_terminal, on_status)
+        entry = JobEntry(job_graph, jm, time.time())
+        self.jobs[job_id] = entry
+        log.info("[Dispatcher] job %s '%s' submitted (%d vertices)", job_id, job_graph.job_name, len(job_graph.vertices))
+        await asyncio.get_running_loop().run_in_executor(None, jm.start)
+        return m.JobIdMessage(job_id=job_id)
+
+    def _status_changed(self, job_id: str, status: JobStatus, cause: str | None) -> None:
+        entry = self.jobs.get(job_id)
+        if entry is not None:
+            entry.status = status
+            entry.history.append((status, time.time(), cause))
+
+    def _job_ended(self, result: m.JobResultMessage) -> None:
+        entry = self.jobs.get(result.job_id)
+        if entry is None:
+            return
+        entry.status = result.status
+        entry.result = result
+        entry.done.set()
+        # the JobMaster's work is done; stop its thread off the dispatcher loop
+        self.loop.run_in_executor(None, entry.job_master.stop)
+
+    def _entry(self, job_id: str) -> JobEntry:
+        entry = self.jobs.get(job_id)
+        if entry is None:
+            raise KeyError(f"unknown job id {job_id}")
+        return entry
+
+    @rpc_method
+    async def request_job_status(self, msg: m.JobIdMessage) -> m.JobStatusMessage:
+        return m.JobStatusMessage(job_id=msg.job_id, status=self._entry(msg.job_id).status)
+
+    @rpc_method
+    async def request_job_result(self, msg: m.JobIdMessage) -> m.JobResultMessage:
+        """Long poll: waits up to 5 s for the end; a non-terminal status means 'ask again'."""
+        entry = self._entry(msg.job_id)
+        try:
+            await asyncio.wait_for(entry.done.wait(), 5)
+        except asyncio.TimeoutError:
+            pass
+        if entry.result is not None:
+            return entry.result
+        return m.JobResultMessage(
+            job_id=msg.job_id, job_name=entry.job_graph.job_name, status=entry.status,
+            duration_ms=int((time.time() - entry.submitted_at) * 1000),
+        )
+
+    @rpc_method
+    async def request_job_history(self, msg: m.JobIdMessage) -> m.JobList:
+        entry = self._entry(msg.job_id)
+        return m.JobList(
+            jobs=[
+                m.JobOverview(job_id=msg.job_id, job_name=cause or "", status=st, start_time_ms=int(ts * 1000), duration_ms=0)
+                for st, ts, cause in entry.history
+            ]
+        )
+
+    @rpc_method
+    async def cancel_job(self, msg: m.JobIdMessage) -> m.Ack:
+        entry = self._entry(msg.job_id)
+        if entry.result is not None:
+            return m.Ack(ok=False, message=f"job {msg.job_id} already ended {entry.result.status.name}")
+        await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
+        return m.Ack()
+
+    @rpc_method
+    async def list_jobs(self, msg: m.Empty | None = None) -> m.JobList:
+        now = time.time()
+        return m.JobList(
+            jobs=[
+                m.JobOverview(
+                    job_id=jid, job_name=e.job_graph.job_name, status=e.status, start_time_ms=int(e.submitted_at * 1000),
+                    duration_ms=e.result.duration_ms if e.result else int((now - e.submitted_at) * 1000),
+                )
+                for jid, e in self.jobs.items()
+            ]
+        )
+
+    @rpc_method
+    async def send_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
+        entry = self._entry(msg.job_id)
+        jm = self.rpc.gateway(entry.job_master.endpoint_id)
+        return await jm.handle_coordination_request(msg)

@@ -1,0 +1,326 @@
+"""JobMaster: runs one job: slots, deployment, task states, coordinators, job status (Flink: JobMaster + DefaultScheduler).
+
+Scheduling here is eager (all regions at once, as streaming needs) with no restarts: a failed
+task fails the job. Restart strategies and region failover arrive with checkpoints; they plug in
+at `_on_task_failed`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+import cloudpickle
+
+from runtime.core.errors import NoResourceAvailableError
+from runtime.core.state_machine import StateMachine
+from runtime.core.states import ExecutionState, JobStatus, job_status_machine
+from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.deployment import build_tdd
+from runtime.jobmanager.scheduler.slot_sharing import assign_slots, slots_per_group
+from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SLOT_REQUEST_TIMEOUT_S = 60.0
+
+
+class JobMaster(RpcEndpoint):
+    def __init__(
+        self,
+        rpc: RpcService,
+        job_graph: JobGraph,
+        on_terminal: Callable[[m.JobResultMessage], None],
+        on_status: Callable[[str, JobStatus, str | None], None] | None = None,
+    ) -> None:
+        super().__init__(rpc, gw.job_master_endpoint(job_graph.job_id))
+        self.job_graph = job_graph
+        self.job_id = job_graph.job_id
+        self.eg = ExecutionGraph(job_graph)
+        self.status: StateMachine[JobStatus] = job_status_machine(self.job_id)
+        self.slot_pool = SlotPool(self.job_id)
+        self.slots_needed = sum(slots_per_group(self.eg).values())
+        self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
+        self.coordinators: dict[int, Any] = {}
+        self.by_attempt: dict[str, ExecutionVertex] = {}
+        self.placement: dict = {}
+        self.metrics: dict[str, m.TaskMetricsSnapshot] = {}
+        self.failure: m.ErrorInfo | None = None
+        self.accumulators: dict[str, Any] = {}
+        self.start_time = time.time()
+        self.end_time: float | None = None
+        self.deployed = False
+        self._on_terminal = on_terminal
+        self._on_status = on_status
+        self._rm = rpc.gateway(gw.RESOURCE_MANAGER)
+
+    def _log(self, level: int, msg: str, *args: Any) -> None:
+        log.log(level, f"[JobMaster {self.job_id} '{self.job_graph.job_name}'] {msg}", *args)
+
+    def _set_status(self, to: JobStatus) -> None:
+        self.status.transition(to)
+        self._log(logging.INFO, "job status -> %s", to.name)
+        if self._on_status is not None:
+            cause = self.failure.describe() if self.failure and to in (JobStatus.FAILING, JobStatus.FAILED) else None
+            self._on_status(self.job_id, to, cause)
+
+    # --- lifecycle --------------------------------------------------------------------------
+    async def on_start(self) -> None:
+        try:
+            self._start_coordinators()
+        except Exception as e:  # noqa: BLE001
+            self.failure = m.ErrorInfo.from_exception(e)
+            self._set_status(JobStatus.FAILING)
+            self._check_terminal()
+            return
+        self._set_status(JobStatus.RUNNING)
+        for ev in self.eg.all_vertices():
+            ev.current_execution.transition_state(ExecutionState.SCHEDULED)
+        self._log(logging.INFO, "requesting %d slots", self.slots_needed)
+        await self._rm.declare_required_resources(
+            m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=self.slots_needed)
+        )
+        self.loop.call_later(self.slot_timeout_s, self._check_slot_timeout)
+
+    def _start_coordinators(self) -> None:
+        for jv in self.job_graph.vertices:
+            for op in jv.operators:
+                if op.coordinator_provider:
+                    provider = cloudpickle.loads(op.coordinator_provider)
+                    coord = provider.create(self.job_id, op.name, jv.parallelism)
+                    coord.start()
+                    self.coordinators[op.node_id] = coord
+
+    def _check_slot_timeout(self) -> None:
+        if self.deployed or self.status.state.is_globally_terminal or self.status.state is not JobStatus.RUNNING:
+            return
+        err = NoResourceAvailableError(
+            f"job {self.job_id} '{self.job_graph.job_name}' could not get its slots within {self.slot_timeout_s:.0f}s: "
+            f"it needs {self.slots_needed} slots and has {len(self.slot_pool)}. Give the cluster more TaskManagers/slots, "
+            "lower the parallelism, or raise slot.request.timeout.s"
+        )
+        self._fail_job(m.ErrorInfo.from_exception(err))
+
+    # --- slots and deployment ----------------------------------------------------------------
+    @rpc_method
+    async def offer_slots(self, msg: m.OfferSlots) -> m.AcceptedSlots:
+        if self.status.state is not JobStatus.RUNNING or self.deployed:
+            return m.AcceptedSlots(allocation_ids=[])
+        accepted = []
+        for o in msg.offers:
+            self.slot_pool.offer(PhysicalSlot(o.allocation_id, msg.tm_id, o.slot_index, msg.data_address))
+            accepted.append(o.allocation_id)
+        if len(self.slot_pool) >= self.slots_needed:
+            self.loop.call_soon(self._deploy_all)
+        return m.AcceptedSlots(allocation_ids=accepted)
+
+    def _deploy_all(self) -> None:
+        if self.deployed or self.status.state is not JobStatus.RUNNING:
+            return
+        self.deployed = True
+        self.placement = assign_slots(self.eg, self.slot_pool.available())
+        for ev in self.eg.all_vertices():
+            ex = ev.current_execution
+            ex.assigned_resource = self.placement[ev.id]
+            self.by_attempt[ex.attempt_id] = ev
+        self._log(logging.INFO, "deploying %d tasks to %d slots", len(self.by_attempt), len(self.slot_pool))
+        for ev in self.eg.all_vertices():
+            asyncio.ensure_future(self._deploy(ev), loop=self.loop)
+
+    async def _deploy(self, ev: ExecutionVertex) -> None:
+        ex = ev.current_execution
+        if ex.state is not ExecutionState.SCHEDULED:
+            return
+        ex.transition_state(ExecutionState.DEPLOYING)
+        slot: PhysicalSlot = self.placement[ev.id]
+        tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config)
+        te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+        try:
+            await te.submit_task(tdd, timeout=30)
+        except Exception as e:  # noqa: BLE001
+            if ex.state is ExecutionState.DEPLOYING:
+                ex.fail(None)
+                self._on_task_failed(
+                    ev, m.ErrorInfo(type_name=type(e).__name__, message=f"deployment to TaskManager {slot.tm_id} failed: {e}", task=ev.task_name_with_subtask, task_manager=slot.tm_id)
+                )
+
+    # --- task state -------------------------------------------------------------------------
+    @rpc_method
+    async def update_task_execution_state(self, msg: m.TaskExecutionStateUpdate) -> m.Ack:
+        ev = self.by_attempt.get(msg.execution_attempt_id)
+        if ev is None or ev.current_execution.attempt_id != msg.execution_attempt_id:
+            return m.Ack(ok=False, message="unknown or stale attempt")
+        ex = ev.current_execution
+        self.metrics[msg.execution_attempt_id] = msg.metrics
+        if ex.state.is_terminal or not ex.can_transition(msg.state):
+            return m.Ack(ok=False, message=f"ignored {ex.state.name} -> {msg.state.name}")
+        ex.transition_state(msg.state)
+        if msg.state is ExecutionState.FAILED:
+            ex.failure_info = msg.error
+            self._on_task_failed(ev, msg.error or m.ErrorInfo(type_name="UnknownError", message="task failed", task=ev.task_name_with_subtask))
+        elif msg.state is ExecutionState.CANCELED and self.status.state is JobStatus.RUNNING:
+            self._on_task_failed(ev, m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
+        elif msg.state is ExecutionState.FINISHED and self.status.state is JobStatus.RUNNING:
+            if all(v.execution_state is ExecutionState.FINISHED for v in self.eg.all_vertices()):
+                asyncio.ensure_future(self._finish_job(), loop=self.loop)
+        self._check_terminal()
+        return m.Ack()
+
+    def _on_task_failed(self, ev: ExecutionVertex, error: m.ErrorInfo) -> None:
+        """Failover hook: without a restart strategy, a task failure fails the job."""
+        self._fail_job(error)
+
+    @rpc_method
+    async def disconnect_task_manager(self, msg: m.TaskManagerLost) -> m.Ack:
+        lost = self.slot_pool.release_task_manager(msg.tm_id)
+        if not lost or self.status.state.is_globally_terminal:
+            return m.Ack()
+        self._log(logging.WARNING, "%s", msg.cause)
+        first: ExecutionVertex | None = None
+        for ev in self.eg.all_vertices():
+            slot = self.placement.get(ev.id)
+            ex = ev.current_execution
+            if slot is not None and slot.tm_id == msg.tm_id and not ex.state.is_terminal:
+                ex.fail(msg.cause)
+                first = first or ev
+        err = m.ErrorInfo(type_name="TaskManagerLostError", message=msg.cause, task=first.task_name_with_subtask if first else None, task_manager=msg.tm_id)
+        if self.status.state is JobStatus.RUNNING:
+            self._fail_job(err)
+        self._check_terminal()
+        return m.Ack()
+
+    def _fail_job(self, error: m.ErrorInfo) -> None:
+        if self.status.state is not JobStatus.RUNNING and self.status.state is not JobStatus.CREATED:
+            return
+        self.failure = error
+        self._log(logging.ERROR, "job fails: %s", error.describe())
+        self._set_status(JobStatus.FAILING)
+        self._cancel_all()
+        self._check_terminal()
+
+    def _cancel_all(self) -> None:
+        for ev in self.eg.all_vertices():
+            ex = ev.current_execution
+            if ex.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED):
+                ex.transition_state(ExecutionState.CANCELED)
+            elif not ex.state.is_terminal and ex.state is not ExecutionState.CANCELING:
+                ex.transition_state(ExecutionState.CANCELING)
+                slot = self.placement.get(ev.id)
+                if slot is not None:
+                    te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+                    asyncio.ensure_future(self._cancel_task(te, ev, ex.attempt_id), loop=self.loop)
+
+    async def _cancel_task(self, te: Any, ev: ExecutionVertex, attempt_id: str) -> None:
+        try:
+            await te.cancel_task(m.CancelTask(execution_attempt_id=attempt_id), timeout=10)
+        except Exception:  # noqa: BLE001 - an unreachable TaskManager's tasks are gone anyway
+            ex = ev.current_execution
+            if ex.attempt_id == attempt_id and not ex.state.is_terminal:
+                ex.transition_state(ExecutionState.CANCELED)
+                self._check_terminal()
+
+    @rpc_method
+    async def cancel(self, msg: m.Empty | None = None) -> m.Ack:
+        if self.status.state in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.FAILING):
+            if self.status.state is not JobStatus.FAILING:
+                self._set_status(JobStatus.CANCELLING)
+            self._cancel_all()
+            self._check_terminal()
+        return m.Ack()
+
+    def _check_terminal(self) -> None:
+        st = self.status.state
+        if st not in (JobStatus.FAILING, JobStatus.CANCELLING):
+            return
+        if all(ev.execution_state.is_terminal for ev in self.eg.all_vertices()):
+            self._finalize(JobStatus.FAILED if st is JobStatus.FAILING else JobStatus.CANCELED)
+
+    async def _finish_job(self) -> None:
+        """All tasks finished: coordinators commit (e.g. the Delta sink), then the job is FINISHED."""
+        try:
+            for node_id, coord in self.coordinators.items():
+                result = await self.loop.run_in_executor(None, coord.on_job_finished)
+                if result:
+                    self.accumulators.update(result)
+        except Exception as e:  # noqa: BLE001 - a failed commit fails the job; nothing partial is visible
+            self.failure = m.ErrorInfo.from_exception(e)
+            self._log(logging.ERROR, "commit at job end failed: %s", self.failure.describe())
+            self._set_status(JobStatus.FAILING)
+            self._finalize(JobStatus.FAILED)
+            return
+        self._finalize(JobStatus.FINISHED)
+
+    def _finalize(self, status: JobStatus) -> None:
+        if self.status.state.is_globally_terminal:
+            return
+        self.end_time = time.time()
+        for coord in self.coordinators.values():
+            try:
+                coord.close()
+            except Exception:  # noqa: BLE001
+                self._log(logging.WARNING, "coordinator close failed")
+        self._set_status(status)
+        for slot in list(self.slot_pool.slots.values()):
+            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+            asyncio.ensure_future(self._free_slot(te, slot.allocation_id), loop=self.loop)
+        asyncio.ensure_future(
+            self._rm.declare_required_resources(m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=0)),
+            loop=self.loop,
+        )
+        self._on_terminal(self.result())
+
+    async def _free_slot(self, te: Any, allocation_id: str) -> None:
+        try:
+            await te.free_slot(m.FreeSlot(allocation_id=allocation_id, cause=f"job {self.job_id} ended"), timeout=10)
+        except Exception:  # noqa: BLE001
+            pass
+
+    # --- coordinators -------------------------------------------------------------------------
+    @rpc_method
+    async def send_operator_event(self, msg: m.OperatorEventMessage) -> m.Ack:
+        coord = self.coordinators.get(msg.node_id)
+        if coord is None:
+            return m.Ack(ok=False, message=f"no coordinator for operator {msg.node_id}")
+        event = cloudpickle.loads(msg.payload)
+        coord.handle_event_from_operator(msg.subtask_index, msg.attempt_number, event)
+        return m.Ack()
+
+    @rpc_method
+    async def handle_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
+        coord = self.coordinators.get(msg.node_id)
+        if coord is None:
+            raise KeyError(f"job {self.job_id} has no coordinator for operator {msg.node_id}")
+        response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
+        return m.CoordinationResponse(payload=cloudpickle.dumps(response))
+
+    # --- views ----------------------------------------------------------------------------------
+    def vertex_metrics(self) -> list[m.VertexMetrics]:
+        out = []
+        for ejv in self.eg.job_vertices:
+            rin = rout = 0
+            states = []
+            for ev in ejv.task_vertices:
+                snap = self.metrics.get(ev.current_execution.attempt_id)
+                if snap is not None:
+                    rin += snap.records_in
+                    rout += snap.records_out
+                states.append(ev.execution_state)
+            out.append(m.VertexMetrics(vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, records_in=rin, records_out=rout, subtask_states=states))
+        return out
+
+    def result(self) -> m.JobResultMessage:
+        end = self.end_time or time.time()
+        return m.JobResultMessage(
+            job_id=self.job_id,
+            job_name=self.job_graph.job_name,
+            status=self.status.state,
+            duration_ms=int((end - self.start_time) * 1000),
+            error=self.failure if self.status.state is not JobStatus.FINISHED else None,
+            accumulators_pickle=cloudpickle.dumps(self.accumulators) if self.accumulators else None,
+            vertices=self.vertex_metrics(),
+        )

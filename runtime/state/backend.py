@@ -1,0 +1,430 @@
+"""The keyed state backend interface and the state objects both backends share.
+
+Port of Flink's AbstractKeyedStateBackend + the InternalKvState family: state is addressed by
+(state name, key group, key, namespace). The backend holds the *current key* (set by the operator
+before it calls user code); a state object holds its *current namespace* (None = Flink's
+VoidNamespace; windows use the window). Storage is a `StateTable` per state name, implemented by
+the hashmap backend (dicts) and the RocksDB backend (rocksdict); the state objects on top are
+common, so both backends behave the same.
+
+Snapshots are per key group and in one canonical format for both backends:
+`pickle({"format": ..., "states": {name: (kind, [(key, namespace, value), ...])}})` with list
+values as lists and map values as dicts. So a snapshot can be restored into either backend and
+with a different KeyGroupRange (rescaling): restore keeps only the key groups it owns.
+"""
+from __future__ import annotations
+
+import abc
+import pickle
+from typing import Any, Iterable, Iterator, Mapping
+
+from runtime.api.datastream.state import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    ListState,
+    MapState,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    StateKind,
+    ValueState,
+)
+from runtime.core.errors import MillraceError
+from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
+
+VOID_NAMESPACE = None
+"""Flink's VoidNamespace: the namespace of state that is not scoped to a window."""
+
+SNAPSHOT_FORMAT = "millrace-keyed-state-v1"
+
+_MISSING = object()
+
+
+class StateError(MillraceError):
+    """Keyed state was used wrongly (no current key, kind mismatch, key outside the range)."""
+
+
+# --------------------------------------------------------------------------- storage tables
+class StateTable(abc.ABC):
+    """Storage of one named state. Values are canonical: list state -> list, map state -> dict."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name = name
+        self.kind = kind
+
+    @abc.abstractmethod
+    def get(self, kg: int, key: Any, ns: Any) -> Any:
+        """The value, or None if absent."""
+
+    @abc.abstractmethod
+    def put(self, kg: int, key: Any, ns: Any, value: Any) -> None: ...
+
+    @abc.abstractmethod
+    def remove(self, kg: int, key: Any, ns: Any) -> None: ...
+
+    @abc.abstractmethod
+    def keys(self, namespace: Any) -> Iterator[Any]:
+        """Keys that have a value in `namespace` (Flink: KeyedStateBackend.getKeys)."""
+
+    @abc.abstractmethod
+    def keys_and_namespaces(self) -> Iterator[tuple[Any, Any]]: ...
+
+    @abc.abstractmethod
+    def entries(self, kg: int) -> list[tuple[Any, Any, Any]]:
+        """All (key, namespace, canonical value) of one key group (for snapshots)."""
+
+    # list and map primitives; the defaults work on the canonical value (the heap backend keeps
+    # them; RocksDB overrides them with one entry per element / map key).
+    def list_add(self, kg: int, key: Any, ns: Any, value: Any) -> None:
+        cur = self.get(kg, key, ns)
+        if cur is None:
+            self.put(kg, key, ns, [value])
+        else:
+            cur.append(value)
+            self.put(kg, key, ns, cur)
+
+    def list_add_all(self, kg: int, key: Any, ns: Any, values: list[Any]) -> None:
+        if not values:
+            return
+        cur = self.get(kg, key, ns)
+        self.put(kg, key, ns, list(values) if cur is None else cur + list(values))
+
+    def map_get(self, kg: int, key: Any, ns: Any, user_key: Any) -> Any:
+        d = self.get(kg, key, ns)
+        return None if d is None else d.get(user_key)
+
+    def map_contains(self, kg: int, key: Any, ns: Any, user_key: Any) -> bool:
+        d = self.get(kg, key, ns)
+        return d is not None and user_key in d
+
+    def map_put(self, kg: int, key: Any, ns: Any, user_key: Any, value: Any) -> None:
+        d = self.get(kg, key, ns)
+        if d is None:
+            d = {}
+        d[user_key] = value
+        self.put(kg, key, ns, d)
+
+    def map_put_all(self, kg: int, key: Any, ns: Any, values: Mapping[Any, Any]) -> None:
+        d = self.get(kg, key, ns) or {}
+        d.update(values)
+        if d:
+            self.put(kg, key, ns, d)
+
+    def map_remove(self, kg: int, key: Any, ns: Any, user_key: Any) -> None:
+        d = self.get(kg, key, ns)
+        if d is not None and user_key in d:
+            del d[user_key]
+            if d:
+                self.put(kg, key, ns, d)
+            else:
+                self.remove(kg, key, ns)
+
+    def map_items(self, kg: int, key: Any, ns: Any) -> list[tuple[Any, Any]]:
+        d = self.get(kg, key, ns)
+        return [] if d is None else list(d.items())
+
+
+# --------------------------------------------------------------------------- state objects
+class _KvState:
+    """Common part of every state object: backend (current key), table, current namespace."""
+
+    __slots__ = ("_backend", "_table", "_ns", "descriptor")
+
+    def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: StateDescriptor, namespace: Any) -> None:
+        self._backend = backend
+        self._table = table
+        self._ns = namespace
+        self.descriptor = descriptor
+
+    # Flink: InternalKvState.setCurrentNamespace (internal; used by the window operator)
+    def set_current_namespace(self, namespace: Any) -> None:
+        self._ns = namespace
+
+    @property
+    def namespace(self) -> Any:
+        return self._ns
+
+    def _kk(self) -> tuple[int, Any]:
+        b = self._backend
+        if b._current_kg < 0:
+            raise StateError(
+                f"state {self._table.name!r} was used with no current key: keyed state is only "
+                "available while an element or timer of a KeyedStream is being processed"
+            )
+        return b._current_kg, b._current_key
+
+    def clear(self) -> None:
+        kg, key = self._kk()
+        self._table.remove(kg, key, self._ns)
+
+    # merging (Flink: InternalMergingState.mergeNamespaces)
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        raise StateError(f"state {self._table.name!r} of kind {self._table.kind} cannot be merged")
+
+    def merge_namespaces(self, target: Any, sources: Iterable[Any]) -> None:
+        """Merge the values of `sources` into `target` and remove them (session windows)."""
+        kg, key = self._kk()
+        table = self._table
+        merged: Any = None
+        for src in sources:
+            v = table.get(kg, key, src)
+            if v is None:
+                continue
+            table.remove(kg, key, src)
+            merged = v if merged is None else self._merge_values(merged, v)
+        if merged is not None:
+            cur = table.get(kg, key, target)
+            table.put(kg, key, target, merged if cur is None else self._merge_values(cur, merged))
+
+
+class KvValueState(_KvState, ValueState):
+    __slots__ = ()
+
+    def value(self) -> Any:
+        kg, key = self._kk()
+        return self._table.get(kg, key, self._ns)
+
+    def update(self, value: Any) -> None:
+        kg, key = self._kk()
+        if value is None:  # Flink: update(null) clears the value
+            self._table.remove(kg, key, self._ns)
+        else:
+            self._table.put(kg, key, self._ns, value)
+
+
+class KvListState(_KvState, ListState):
+    __slots__ = ()
+
+    def get(self) -> list[Any]:
+        kg, key = self._kk()
+        v = self._table.get(kg, key, self._ns)
+        return [] if v is None else v
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise StateError(f"list state {self._table.name!r}: cannot add None")
+        kg, key = self._kk()
+        self._table.list_add(kg, key, self._ns, value)
+
+    def add_all(self, values: list[Any]) -> None:
+        kg, key = self._kk()
+        self._table.list_add_all(kg, key, self._ns, list(values))
+
+    def update(self, values: list[Any]) -> None:
+        kg, key = self._kk()
+        values = list(values)
+        if values:
+            self._table.put(kg, key, self._ns, values)
+        else:
+            self._table.remove(kg, key, self._ns)
+
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        return list(a) + list(b)
+
+
+class KvReducingState(_KvState, ReducingState):
+    __slots__ = ("_reduce",)
+
+    def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: ReducingStateDescriptor, namespace: Any) -> None:
+        super().__init__(backend, table, descriptor, namespace)
+        self._reduce = descriptor.reduce
+
+    def get(self) -> Any:
+        kg, key = self._kk()
+        return self._table.get(kg, key, self._ns)
+
+    def add(self, value: Any) -> None:
+        kg, key = self._kk()
+        cur = self._table.get(kg, key, self._ns)
+        self._table.put(kg, key, self._ns, value if cur is None else self._reduce(cur, value))
+
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        return self._reduce(a, b)
+
+
+class KvAggregatingState(_KvState, AggregatingState):
+    __slots__ = ("_agg",)
+
+    def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: AggregatingStateDescriptor, namespace: Any) -> None:
+        super().__init__(backend, table, descriptor, namespace)
+        self._agg = descriptor.agg_function
+
+    def get(self) -> Any:
+        kg, key = self._kk()
+        acc = self._table.get(kg, key, self._ns)
+        return None if acc is None else self._agg.get_result(acc)
+
+    def get_accumulator(self) -> Any:
+        kg, key = self._kk()
+        return self._table.get(kg, key, self._ns)
+
+    def add(self, value: Any) -> None:
+        kg, key = self._kk()
+        acc = self._table.get(kg, key, self._ns)
+        if acc is None:
+            acc = self._agg.create_accumulator()
+        self._table.put(kg, key, self._ns, self._agg.add(value, acc))
+
+    def _merge_values(self, a: Any, b: Any) -> Any:
+        return self._agg.merge(a, b)
+
+
+class KvMapState(_KvState, MapState):
+    __slots__ = ()
+
+    def get(self, key: Any) -> Any:
+        kg, k = self._kk()
+        return self._table.map_get(kg, k, self._ns, key)
+
+    def put(self, key: Any, value: Any) -> None:
+        kg, k = self._kk()
+        self._table.map_put(kg, k, self._ns, key, value)
+
+    def put_all(self, dict_value: Mapping[Any, Any]) -> None:
+        kg, k = self._kk()
+        self._table.map_put_all(kg, k, self._ns, dict(dict_value))
+
+    def remove(self, key: Any) -> None:
+        kg, k = self._kk()
+        self._table.map_remove(kg, k, self._ns, key)
+
+    def contains(self, key: Any) -> bool:
+        kg, k = self._kk()
+        return self._table.map_contains(kg, k, self._ns, key)
+
+    def items(self) -> list[tuple[Any, Any]]:
+        kg, k = self._kk()
+        return self._table.map_items(kg, k, self._ns)
+
+    def keys(self) -> list[Any]:
+        return [k for k, _ in self.items()]
+
+    def values(self) -> list[Any]:
+        return [v for _, v in self.items()]
+
+    def is_empty(self) -> bool:
+        return not self.items()
+
+
+_STATE_CLASSES: dict[str, type[_KvState]] = {
+    StateKind.VALUE: KvValueState,
+    StateKind.LIST: KvListState,
+    StateKind.MAP: KvMapState,
+    StateKind.REDUCING: KvReducingState,
+    StateKind.AGGREGATING: KvAggregatingState,
+}
+
+
+# --------------------------------------------------------------------------- the backend
+class KeyedStateBackend(abc.ABC):
+    """Flink: AbstractKeyedStateBackend. One per keyed operator subtask; task thread only."""
+
+    kind: str = ""
+
+    def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, operator_id: str) -> None:
+        self.key_group_range = key_group_range
+        self.max_parallelism = max_parallelism
+        self.operator_id = operator_id
+        self._tables: dict[str, StateTable] = {}
+        self._current_key: Any = None
+        self._current_kg = -1
+
+    # current key ---------------------------------------------------------------------------
+    def set_current_key(self, key: Any) -> None:
+        kg = assign_to_key_group(key, self.max_parallelism)
+        self.set_current_key_and_group(key, kg)
+
+    def set_current_key_and_group(self, key: Any, key_group: int) -> None:
+        """Like set_current_key when the key group is already known (timers, vectorized keys)."""
+        rng = self.key_group_range
+        if not rng.start <= key_group <= rng.end:
+            raise StateError(
+                f"operator {self.operator_id}: key {key!r} is in key group {key_group}, outside this "
+                f"subtask's key groups {rng.start}..{rng.end}. The input is not partitioned by this "
+                "key: a keyed operator must follow key_by() with the same key selector."
+            )
+        self._current_key = key
+        self._current_kg = key_group
+
+    def get_current_key(self) -> Any:
+        return self._current_key
+
+    @property
+    def current_key_group(self) -> int:
+        return self._current_kg
+
+    # states ----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _create_table(self, name: str, kind: str) -> StateTable: ...
+
+    def _table(self, name: str, kind: str) -> StateTable:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = self._create_table(name, kind)
+        elif t.kind != kind:
+            raise StateError(
+                f"operator {self.operator_id}: state {name!r} is a {t.kind} state but was requested as "
+                f"a {kind} state; use a different state name"
+            )
+        return t
+
+    def get_partitioned_state(self, descriptor: StateDescriptor, namespace: Any = VOID_NAMESPACE) -> Any:
+        """A state object for `descriptor`, bound to the current key and `namespace`."""
+        kind = getattr(descriptor, "kind", None)
+        cls = _STATE_CLASSES.get(kind)  # type: ignore[arg-type]
+        if cls is None:
+            raise StateError(f"{descriptor!r} is not a state descriptor")
+        return cls(self, self._table(descriptor.name, kind), descriptor, namespace)  # type: ignore[arg-type]
+
+    def registered_state_names(self) -> list[str]:
+        return list(self._tables)
+
+    def get_keys(self, state_name: str, namespace: Any = VOID_NAMESPACE) -> Iterator[Any]:
+        """Keys with a value of `state_name` in `namespace` (Flink: getKeys)."""
+        t = self._tables.get(state_name)
+        return iter(()) if t is None else t.keys(namespace)
+
+    def get_keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
+        t = self._tables.get(state_name)
+        return iter(()) if t is None else t.keys_and_namespaces()
+
+    # snapshots -------------------------------------------------------------------------------
+    def snapshot(self) -> dict[int, bytes]:
+        """Canonical per-key-group snapshot; key groups without state are left out."""
+        out: dict[int, bytes] = {}
+        for kg in self.key_group_range:
+            states: dict[str, tuple[str, list[tuple[Any, Any, Any]]]] = {}
+            for name, table in self._tables.items():
+                entries = table.entries(kg)
+                if entries:
+                    states[name] = (table.kind, entries)
+            if states:
+                out[kg] = _dump({"format": SNAPSHOT_FORMAT, "states": states})
+        return out
+
+    def restore(self, snapshot: Mapping[int, bytes]) -> None:
+        """Load the key groups of `snapshot` that this backend owns; others are ignored.
+
+        May be called several times (rescaling in merges the snapshots of several old subtasks).
+        """
+        for kg, data in snapshot.items():
+            if kg not in self.key_group_range:
+                continue
+            doc = pickle.loads(data)
+            if doc.get("format") != SNAPSHOT_FORMAT:
+                raise StateError(f"operator {self.operator_id}: unknown keyed state snapshot format {doc.get('format')!r}")
+            for name, (kind, entries) in doc["states"].items():
+                table = self._table(name, kind)
+                for key, ns, value in entries:
+                    table.put(kg, key, ns, value)
+
+    def dispose(self) -> None:
+        """Release resources (files of the RocksDB backend)."""
+
+    close = dispose
+
+
+def _dump(obj: Any) -> bytes:
+    from runtime.state.serialization import dumps_value
+
+    return dumps_value(obj)

@@ -1,0 +1,223 @@
+"""Keyed event-time and processing-time timers of one operator.
+
+Port of Flink's InternalTimerServiceImpl: timers are (key, namespace, timestamp), deduplicated,
+kept in a priority queue and fired in timestamp order (ties: registration order). Event-time
+timers fire from `advance_watermark`; processing-time timers through one physical timer on the
+task's ProcessingTimeService for the earliest timer (its callback runs on the task thread).
+Before a timer fires, the keyed backend's current key is set to the timer's key.
+Timers belong to key groups and snapshot per key group, like keyed state.
+"""
+from __future__ import annotations
+
+import heapq
+import pickle
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+from runtime.core.records import MIN_TIMESTAMP
+from runtime.state.backend import KeyedStateBackend, StateError
+from runtime.state.serialization import dumps_value
+
+TIMER_SNAPSHOT_FORMAT = "millrace-timers-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTimer:
+    """Flink: TimerHeapInternalTimer."""
+
+    timestamp: int
+    key: Any
+    namespace: Any
+
+
+class Triggerable(Protocol):
+    """Flink: Triggerable: what an operator does when one of its timers fires."""
+
+    def on_event_time(self, timer: InternalTimer) -> None: ...
+
+    def on_processing_time(self, timer: InternalTimer) -> None: ...
+
+
+class _TimerQueue:
+    """Priority queue with dedup and O(log n) lazy deletion."""
+
+    __slots__ = ("heap", "live", "_seq")
+
+    def __init__(self) -> None:
+        # heap entries: (timestamp, seq, key_group, key, namespace); seq makes ties FIFO and
+        # means keys/namespaces are never compared.
+        self.heap: list[tuple[int, int, int, Any, Any]] = []
+        self.live: dict[tuple[Any, Any, int], int] = {}  # (key, ns, ts) -> seq of the live entry
+        self._seq = 0
+
+    def add(self, kg: int, key: Any, ns: Any, ts: int) -> bool:
+        ident = (key, ns, ts)
+        if ident in self.live:
+            return False
+        self._seq += 1
+        self.live[ident] = self._seq
+        heapq.heappush(self.heap, (ts, self._seq, kg, key, ns))
+        return True
+
+    def delete(self, key: Any, ns: Any, ts: int) -> None:
+        self.live.pop((key, ns, ts), None)
+
+    def _drop_dead(self) -> None:
+        heap, live = self.heap, self.live
+        while heap:
+            ts, seq, _, key, ns = heap[0]
+            if live.get((key, ns, ts)) == seq:
+                return
+            heapq.heappop(heap)
+
+    def peek_ts(self) -> int | None:
+        self._drop_dead()
+        return self.heap[0][0] if self.heap else None
+
+    def pop_if_le(self, t: int) -> tuple[int, int, Any, Any] | None:
+        self._drop_dead()
+        if not self.heap or self.heap[0][0] > t:
+            return None
+        ts, _, kg, key, ns = heapq.heappop(self.heap)
+        del self.live[(key, ns, ts)]
+        return ts, kg, key, ns
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def by_key_group(self) -> dict[int, list[tuple[int, Any, Any]]]:
+        out: dict[int, list[tuple[int, Any, Any]]] = {}
+        live = self.live
+        for ts, seq, kg, key, ns in sorted(self.heap, key=lambda e: (e[0], e[1])):
+            if live.get((key, ns, ts)) == seq:
+                out.setdefault(kg, []).append((ts, key, ns))
+        return out
+
+
+class InternalTimerService:
+    """Flink: InternalTimerServiceImpl. Task thread only."""
+
+    def __init__(
+        self,
+        name: str,
+        backend: KeyedStateBackend,
+        processing_time_service: Any,
+        triggerable: Triggerable,
+        after_processing_timers: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._backend = backend
+        self._pts = processing_time_service
+        self._triggerable = triggerable
+        self._after_processing_timers = after_processing_timers
+        self._event = _TimerQueue()
+        self._processing = _TimerQueue()
+        self._watermark = MIN_TIMESTAMP
+        self._physical: set[int] = set()  # times of physical processing timers still pending
+
+    # time --------------------------------------------------------------------------------
+    def current_processing_time(self) -> int:
+        return int(self._pts.current_processing_time())
+
+    def current_watermark(self) -> int:
+        return self._watermark
+
+    # registration (for the backend's current key) ----------------------------------------
+    def _current(self) -> tuple[int, Any]:
+        kg = self._backend.current_key_group
+        if kg < 0:
+            raise StateError(
+                f"timer service {self.name!r}: timers can only be set while an element or timer of a "
+                "KeyedStream is being processed (no current key)"
+            )
+        return kg, self._backend.get_current_key()
+
+    def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
+        kg, key = self._current()
+        self._event.add(kg, key, namespace, int(timestamp))
+
+    def delete_event_time_timer(self, namespace: Any, timestamp: int) -> None:
+        self._event.delete(self._backend.get_current_key(), namespace, int(timestamp))
+
+    def register_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
+        kg, key = self._current()
+        ts = int(timestamp)
+        if self._processing.add(kg, key, namespace, ts):
+            self._ensure_physical_timer(ts)
+
+    def delete_processing_time_timer(self, namespace: Any, timestamp: int) -> None:
+        # Like Flink, the physical timer stays; when it fires it finds nothing due.
+        self._processing.delete(self._backend.get_current_key(), namespace, int(timestamp))
+
+    def num_event_time_timers(self) -> int:
+        return len(self._event)
+
+    def num_processing_time_timers(self) -> int:
+        return len(self._processing)
+
+    # firing ------------------------------------------------------------------------------
+    def advance_watermark(self, timestamp: int) -> None:
+        """Fire every event-time timer <= timestamp (timers they register included)."""
+        self._watermark = timestamp
+        backend, q, trig = self._backend, self._event, self._triggerable
+        while True:
+            t = q.pop_if_le(timestamp)
+            if t is None:
+                return
+            ts, kg, key, ns = t
+            backend.set_current_key_and_group(key, kg)
+            trig.on_event_time(InternalTimer(ts, key, ns))
+
+    def _ensure_physical_timer(self, ts: int) -> None:
+        # one physical timer at the earliest due time is enough (Flink: nextTimer)
+        if self._physical and min(self._physical) <= ts:
+            return
+        self._physical.add(ts)
+        self._pts.register_timer(ts, self._on_processing_time)
+
+    def _on_processing_time(self, time: int) -> None:
+        """Callback of the ProcessingTimeService (task thread)."""
+        self._physical.discard(time)
+        backend, q, trig = self._backend, self._processing, self._triggerable
+        fired = False
+        while True:
+            t = q.pop_if_le(time)
+            if t is None:
+                break
+            fired = True
+            ts, kg, key, ns = t
+            backend.set_current_key_and_group(key, kg)
+            trig.on_processing_time(InternalTimer(ts, key, ns))
+        nxt = q.peek_ts()
+        if nxt is not None:
+            self._ensure_physical_timer(nxt)
+        if fired and self._after_processing_timers is not None:
+            self._after_processing_timers()
+
+    # snapshots ---------------------------------------------------------------------------
+    def snapshot(self) -> dict[int, bytes]:
+        ev = self._event.by_key_group()
+        pt = self._processing.by_key_group()
+        out: dict[int, bytes] = {}
+        for kg in sorted(set(ev) | set(pt)):
+            out[kg] = dumps_value(
+                {"format": TIMER_SNAPSHOT_FORMAT, "event": ev.get(kg, []), "processing": pt.get(kg, [])}
+            )
+        return out
+
+    def restore(self, snapshot: Mapping[int, bytes]) -> None:
+        """Re-register the timers of the key groups this subtask owns."""
+        rng = self._backend.key_group_range
+        for kg in sorted(snapshot):
+            if kg not in rng:
+                continue
+            doc = pickle.loads(snapshot[kg])
+            if doc.get("format") != TIMER_SNAPSHOT_FORMAT:
+                raise StateError(f"timer service {self.name!r}: unknown snapshot format {doc.get('format')!r}")
+            for ts, key, ns in doc["event"]:
+                self._event.add(kg, key, ns, ts)
+            for ts, key, ns in doc["processing"]:
+                self._processing.add(kg, key, ns, ts)
+        nxt = self._processing.peek_ts()
+        if nxt is not None:
+            self._ensure_physical_timer(nxt)

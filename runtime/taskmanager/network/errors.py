@@ -1,0 +1,33 @@
+"""Errors of the data plane (result partitions, input channels, the data server).
+
+Flink: PartitionException / PartitionNotFoundException / ProducerFailedException /
+RemoteTransportException. Every message names the partition (and producer attempt) so a task
+failure tells the JobMaster which producer to look at.
+"""
+from __future__ import annotations
+
+from runtime.core.errors import MillraceError
+
+
+class PartitionError(MillraceError):
+    """A result partition could not be produced to or consumed from."""
+
+    def __init__(self, message: str, partition_id: str | None = None) -> None:
+        super().__init__(message)
+        self.partition_id = partition_id
+
+
+class PartitionNotFoundError(PartitionError):
+    """No producer registered the requested partition within the request timeout."""
+
+
+class ProducerFailedError(PartitionError):
+    """The producing task failed; the partition's data is incomplete."""
+
+
+class PartitionReleasedError(PartitionError):
+    """The partition was released (producer canceled, or released by the JobMaster)."""
+
+
+class PartitionConnectionError(PartitionError):
+    """The TCP connection to the producer's TaskManager failed or was lost."""

@@ -1,0 +1,176 @@
+"""Encode one StreamElement into a frame payload and back (only for cross-process exchange).
+
+Flink: the role of RecordSerializer / EventSerializer. Payload layout:
+
+    [code: u8] [body...]
+
+Record batches (codes 1 and 2) use pickle protocol 5 with out-of-band buffers so numpy column
+data is never copied into the pickle stream:
+
+    [code u8][n_buffers u32][meta_len u64][buffer_len u64 * n_buffers][meta][buffer 0][buffer 1]...
+
+ObjectBatch falls back to cloudpickle when plain pickle fails (lambdas, local classes).
+Watermark: code 3 + int64. EndOfPartition: code 4, no body. Further event types (checkpoint
+barriers, ...) register a code in [16, 255] with `register_event_type`.
+
+Security: decoding unpickles. Only call `decode` on payloads from a peer that passed the
+cluster-secret handshake (runtime.rpc.auth); the data server never decodes anything.
+"""
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any, Callable
+
+from runtime.core.records import (
+    END_OF_PARTITION,
+    ColumnBatch,
+    EndOfPartition,
+    ObjectBatch,
+    RecordBatch,
+    Watermark,
+)
+
+CODE_COLUMN_BATCH = 1
+CODE_OBJECT_BATCH = 2
+CODE_WATERMARK = 3
+CODE_END_OF_PARTITION = 4
+FIRST_USER_EVENT_CODE = 16
+
+_BATCH_HEAD = struct.Struct("<BIQ")  # code, n_buffers, meta_len
+_WATERMARK = struct.Struct("<Bq")
+
+Parts = list[bytes | memoryview]
+
+
+class _EventType:
+    __slots__ = ("cls", "code", "encode", "decode")
+
+    def __init__(self, cls: type, code: int, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any]) -> None:
+        self.cls = cls
+        self.code = code
+        self.encode = encode
+        self.decode = decode
+
+
+_events_by_type: dict[type, _EventType] = {}
+_events_by_code: dict[int, _EventType] = {}
+
+
+def register_event_type(
+    cls: type,
+    code: int,
+    encode: Callable[[Any], bytes] | None = None,
+    decode: Callable[[bytes], Any] | None = None,
+) -> None:
+    """Make events of `cls` travel in-band. Default body encoding is pickle of the event.
+
+    `code` must be in [16, 255] and the same in every process (register at import time of the
+    module that defines the event). Re-registering the same class with the same code is a no-op.
+    """
+    if not FIRST_USER_EVENT_CODE <= code <= 255:
+        raise ValueError(f"event code must be in [{FIRST_USER_EVENT_CODE}, 255], got {code}")
+    existing = _events_by_code.get(code)
+    if existing is not None and existing.cls is not cls:
+        raise ValueError(f"event code {code} is already used by {existing.cls.__qualname__}")
+    if cls in _events_by_type and _events_by_type[cls].code != code:
+        raise ValueError(f"{cls.__qualname__} is already registered with code {_events_by_type[cls].code}")
+    et = _EventType(
+        cls,
+        code,
+        encode or (lambda e: pickle.dumps(e, protocol=5)),
+        decode or pickle.loads,
+    )
+    _events_by_type[cls] = et
+    _events_by_code[code] = et
+
+
+def _dumps_oob(obj: Any, allow_cloudpickle: bool) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    bufs: list[pickle.PickleBuffer] = []
+    try:
+        return pickle.dumps(obj, protocol=5, buffer_callback=bufs.append), bufs
+    except (pickle.PicklingError, TypeError, AttributeError):
+        if not allow_cloudpickle:
+            raise
+        import cloudpickle  # why: lazily, only user objects pickle cannot handle need it
+
+        bufs = []
+        return cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append), bufs
+
+
+def _batch_parts(code: int, obj: Any, allow_cloudpickle: bool) -> Parts:
+    meta, pbufs = _dumps_oob(obj, allow_cloudpickle)
+    raws = [b.raw() for b in pbufs]
+    head = _BATCH_HEAD.pack(code, len(raws), len(meta))
+    lens = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws)) if raws else b""
+    return [head, lens, meta, *raws]
+
+
+def encode_parts(element: Any) -> Parts:
+    """Encode without joining: the header/meta bytes plus raw memoryviews of numpy buffers."""
+    t = type(element)
+    if t is ColumnBatch:
+        return _batch_parts(CODE_COLUMN_BATCH, (element.columns, element.timestamps), False)
+    if t is ObjectBatch:
+        return _batch_parts(CODE_OBJECT_BATCH, (element.values, element.timestamps), True)
+    if t is Watermark:
+        return [_WATERMARK.pack(CODE_WATERMARK, element.timestamp)]
+    if t is EndOfPartition:
+        return [bytes((CODE_END_OF_PARTITION,))]
+    et = _events_by_type.get(t)
+    if et is None:
+        raise TypeError(
+            f"cannot send a {t.__qualname__} over the network: not a record batch, Watermark, "
+            "EndOfPartition or an event registered with register_event_type"
+        )
+    return [bytes((et.code,)), et.encode(element)]
+
+
+def encode(element: Any) -> bytes:
+    """One StreamElement -> one frame payload."""
+    return b"".join(encode_parts(element))
+
+
+def _decode_batch(mv: memoryview) -> Any:
+    _, n, meta_len = _BATCH_HEAD.unpack_from(mv, 0)
+    pos = _BATCH_HEAD.size
+    lens = struct.unpack_from(f"<{n}Q", mv, pos) if n else ()
+    pos += 8 * n
+    meta = mv[pos : pos + meta_len]
+    pos += meta_len
+    buffers: list[Any] = []
+    copy = mv.readonly  # why: arrays over read-only memory would be read-only for operators
+    for ln in lens:
+        b = mv[pos : pos + ln]
+        buffers.append(bytearray(b) if copy else b)
+        pos += ln
+    if pos != len(mv):
+        raise ValueError(f"corrupt batch payload: {len(mv) - pos} trailing bytes")
+    return pickle.loads(meta, buffers=buffers)
+
+
+def decode(payload: bytes | bytearray | memoryview) -> Any:
+    """One frame payload -> one StreamElement (exactly what `encode` was given)."""
+    mv = memoryview(payload).cast("B") if not isinstance(payload, memoryview) else payload.cast("B")
+    if len(mv) == 0:
+        raise ValueError("empty payload")
+    code = mv[0]
+    if code == CODE_COLUMN_BATCH:
+        columns, ts = _decode_batch(mv)
+        return ColumnBatch(columns, ts)
+    if code == CODE_OBJECT_BATCH:
+        values, ts = _decode_batch(mv)
+        return ObjectBatch(values, ts)
+    if code == CODE_WATERMARK:
+        return Watermark(_WATERMARK.unpack_from(mv, 0)[1])
+    if code == CODE_END_OF_PARTITION:
+        return END_OF_PARTITION
+    et = _events_by_code.get(code)
+    if et is None:
+        raise ValueError(f"unknown stream element code {code}: register the event type in this process too")
+    return et.decode(bytes(mv[1:]))
+
+
+def is_data(element: Any) -> bool:
+    """True for record batches (they take a buffer/credit); events do not."""
+    return isinstance(element, RecordBatch)

@@ -1,0 +1,89 @@
+"""TaskManager process entry: connect to the JobManager, serve data, run tasks until told to stop.
+
+The same code runs as a local subprocess (`python -m runtime.taskmanager.runner`) and inside a
+Spark task (runtime.deploy.spark_provider). It exits when released, when its JobManager is gone,
+or when its parent process (a Spark worker) dies.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+
+from pydantic import BaseModel, Field
+
+from runtime.rpc.messages import ResourceProfile
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "MILLRACE_TM_CONFIG"
+
+
+class TaskManagerConfig(BaseModel):
+    """Everything a TaskManager needs; travels in the Spark task closure or an env variable."""
+
+    tm_id: str
+    jobmanager_host: str
+    jobmanager_port: int
+    secret: str = Field(repr=False)
+    num_slots: int = 1
+    bind_host: str = "127.0.0.1"
+    resource_profile: ResourceProfile = Field(default_factory=ResourceProfile)
+    watch_parent: bool = True
+    spark_executor_id: str | None = None
+    log_level: str = "INFO"
+
+
+def run_task_manager(cfg: TaskManagerConfig) -> str:
+    """Run until terminated; returns the termination cause."""
+    from runtime.rpc.service import RpcService
+    from runtime.taskmanager.network import NetworkEnvironment
+    from runtime.taskmanager.task_executor import TaskExecutor
+
+    parent = os.getppid()
+    rpc = RpcService(cfg.secret, cfg.tm_id, host=cfg.bind_host, listen=False).start()
+    network = NetworkEnvironment(cfg.secret, cfg.tm_id, host=cfg.bind_host)
+    network.start()
+    te: TaskExecutor | None = None
+    try:
+        jm_peer = rpc.connect(cfg.jobmanager_host, cfg.jobmanager_port)
+        te = TaskExecutor(
+            rpc, cfg.tm_id, jm_peer, network, cfg.num_slots, cfg.resource_profile, cfg.spark_executor_id
+        )
+        te.start()
+        while not te.terminated.wait(0.5):
+            if cfg.watch_parent and os.getppid() != parent:
+                te.terminate(f"parent process {parent} died")
+        cause = te.termination_cause
+        # let cancelled tasks unwind before the process goes away
+        deadline = time.monotonic() + 5
+        while te.tasks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return cause
+    finally:
+        if te is not None:
+            te.stop()
+        network.shutdown()
+        rpc.stop()
+
+
+def main() -> None:
+    raw = os.environ.get(CONFIG_ENV)
+    if not raw:
+        sys.exit(f"{CONFIG_ENV} is not set: a TaskManager needs its config (JobManager address, secret)")
+    cfg = TaskManagerConfig.model_validate_json(raw)
+    logging.basicConfig(
+        level=cfg.log_level,
+        format=f"%(asctime)s %(levelname)s [tm {cfg.tm_id}] %(name)s: %(message)s",
+    )
+    cause = run_task_manager(cfg)
+    log.info("TaskManager %s exits: %s", cfg.tm_id, cause)
+    logging.shutdown()
+    os._exit(0)  # task threads stuck in user code must not keep the process alive
+
+
+if __name__ == "__main__":
+    main()

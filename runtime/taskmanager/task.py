@@ -1,0 +1,308 @@
+"""Task: one thread running one subtask attempt (Flink: Task + StreamTask's mailbox loop)."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import cloudpickle
+
+from runtime.api.operators.base import InputStatus, TaskMetrics
+from runtime.core.errors import MillraceError
+from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Watermark
+from runtime.core.state_machine import StateMachine
+from runtime.core.states import ExecutionState, execution_state_machine
+from runtime.graph.job_graph import ChainedOperator
+from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeploymentDescriptor
+from runtime.rpc.messages import ErrorInfo, OperatorEventMessage, TaskExecutionStateUpdate, TaskMetricsSnapshot
+from runtime.taskmanager.mailbox import TaskMailbox
+from runtime.taskmanager.operator_chain import OperatorChain
+
+log = logging.getLogger(__name__)
+
+_POLL_CAP_S = 0.05
+
+
+class TaskCanceledError(MillraceError):
+    pass
+
+
+class _EventGateway:
+    """Operator -> coordinator events; blocks until the JobMaster has them (ordering before FINISHED)."""
+
+    def __init__(self, task: "Task", spec: ChainedOperator) -> None:
+        self.task, self.spec = task, spec
+
+    def send_event_to_coordinator(self, event: Any) -> None:
+        tdd = self.task.tdd
+        self.task.send_operator_event(
+            OperatorEventMessage(
+                job_id=tdd.job_id,
+                execution_attempt_id=tdd.execution_attempt_id,
+                node_id=self.spec.node_id,
+                subtask_index=tdd.subtask_index,
+                attempt_number=tdd.attempt_number,
+                payload=cloudpickle.dumps(event),
+            )
+        )
+
+
+class _LogAdapter(logging.LoggerAdapter):
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"[job {self.extra['job_id']} | {self.extra['task']}] {msg}", kwargs
+
+
+class _LogicalInput:
+    """All channels that feed one (operator, input index): one watermark valve over them."""
+
+    def __init__(self, node_id: int, type_number: int, num_channels: int, valve_cls: Any) -> None:
+        self.node_id, self.type_number = node_id, type_number
+        self.valve = valve_cls(num_channels)
+        self.open_channels = num_channels
+
+
+class Task:
+    def __init__(
+        self,
+        tdd: TaskDeploymentDescriptor,
+        network: Any,
+        tm_id: str,
+        report_state: Callable[[TaskExecutionStateUpdate], None],
+        send_operator_event: Callable[[OperatorEventMessage], None],
+        on_terminal: Callable[["Task"], None],
+    ) -> None:
+        self.tdd = tdd
+        self.network = network
+        self.tm_id = tm_id
+        self.report_state = report_state
+        self.send_operator_event = send_operator_event
+        self.on_terminal = on_terminal
+        self.metrics = TaskMetrics()
+        self.machine: StateMachine[ExecutionState] = execution_state_machine(f"task {tdd.task_name_with_subtask}")
+        self.machine.transition(ExecutionState.SCHEDULED)
+        self.machine.transition(ExecutionState.DEPLOYING)
+        self._canceled = threading.Event()
+        self._lock = threading.Lock()
+        self._partitions: list[Any] = []
+        self._writers: list[Any] = []
+        self._gate: Any = None
+        self.log = _LogAdapter(log, {"job_id": tdd.job_id, "task": f"{tdd.task_name_with_subtask} @ {tm_id}"})
+        self.thread = threading.Thread(target=self._run, name=f"task-{tdd.task_name_with_subtask}", daemon=True)
+
+    @property
+    def attempt_id(self) -> str:
+        return self.tdd.execution_attempt_id
+
+    @property
+    def state(self) -> ExecutionState:
+        return self.machine.state
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def cancel(self) -> None:
+        """Stop the task: wakes it if blocked on input or on backpressure."""
+        with self._lock:
+            if self.machine.state.is_terminal or self._canceled.is_set():
+                return
+            self._canceled.set()
+            if self.machine.can_transition(ExecutionState.CANCELING):
+                self.machine.transition(ExecutionState.CANCELING)
+        for p in self._partitions:
+            try:
+                p.release()
+            except Exception:  # noqa: BLE001
+                pass
+        if self._gate is not None:
+            try:
+                self._gate.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ---------------------------------------------------------------------------------------
+    def _transition(self, to: ExecutionState, error: ErrorInfo | None = None) -> None:
+        with self._lock:
+            if self.machine.state.is_terminal:
+                return
+            if not self.machine.can_transition(to):
+                return
+            self.machine.transition(to)
+        m = self.metrics
+        update = TaskExecutionStateUpdate(
+            job_id=self.tdd.job_id,
+            execution_attempt_id=self.attempt_id,
+            state=to,
+            error=error,
+            metrics=TaskMetricsSnapshot(records_in=m.records_in, records_out=m.records_out, bytes_in=m.bytes_in, bytes_out=m.bytes_out),
+        )
+        try:
+            self.report_state(update)
+        except Exception as e:  # noqa: BLE001 - the JobMaster may be gone; heartbeats will tell
+            self.log.warning("could not report %s to the JobMaster: %s", to.name, e)
+
+    def _run(self) -> None:
+        chain: OperatorChain | None = None
+        try:
+            self._transition(ExecutionState.INITIALIZING)
+            chain = self._build_chain()
+            chain.open()
+            self._transition(ExecutionState.RUNNING)
+            self.log.info("running")
+            if chain.sources:
+                self._run_source(chain)
+            else:
+                self._run_inputs(chain)
+            if self._canceled.is_set():
+                raise TaskCanceledError("canceled")
+            for w in self._writers:
+                w.flush_all()
+            for p in self._partitions:
+                p.finish()
+            errors = chain.close()
+            chain = None
+            if errors:
+                raise errors[0]
+            self._transition(ExecutionState.FINISHED)
+            self.log.info("finished: %d records in, %d out", self.metrics.records_in, self.metrics.records_out)
+        except BaseException as e:  # noqa: BLE001 - every failure becomes FAILED or CANCELED
+            if chain is not None:
+                chain.close()
+            for p in self._partitions:
+                try:
+                    p.fail(e) if not self._canceled.is_set() else p.release()
+                except Exception:  # noqa: BLE001
+                    pass
+            if self._canceled.is_set():
+                self._transition(ExecutionState.CANCELED)
+                self.log.info("canceled")
+            else:
+                op = getattr(e, "__millrace_operator__", None)
+                info = ErrorInfo.from_exception(e, task=self.tdd.task_name_with_subtask, operator=op, task_manager=self.tm_id)
+                self.log.error("failed: %s", info.describe())
+                self._transition(ExecutionState.FAILED, info)
+        finally:
+            for w in self._writers:
+                try:
+                    w.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            if self._gate is not None:
+                try:
+                    self._gate.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            self.on_terminal(self)
+
+    def _build_chain(self) -> OperatorChain:
+        tdd = self.tdd
+        writers: dict[str, Any] = {}
+        for rpdd in tdd.produced_partitions:
+            selector = cloudpickle.loads(rpdd.partitioner.key_selector) if rpdd.partitioner.key_selector else None
+            partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector)
+            self._partitions.append(partition)
+            self._writers.append(writer)
+            writers[rpdd.dataset_id] = writer
+        # one physical gate over all channels; channels map back to logical inputs
+        self._logical: list[_LogicalInput] = []
+        self._channel_map: list[tuple[_LogicalInput, int]] = []
+        network_feeders: dict[tuple[int, int], int] = {}
+        if tdd.input_gates:
+            from runtime.taskmanager.network import StatusWatermarkValve  # local: network is optional for sources
+
+            by_input: dict[tuple[int, int], list[InputGateDeploymentDescriptor]] = {}
+            for g in tdd.input_gates:
+                by_input.setdefault((g.target_node_id, g.type_number), []).append(g)
+            channels = []
+            for (node_id, type_number), gates in by_input.items():
+                local_index = 0
+                n = sum(len(g.channels) for g in gates)
+                li = _LogicalInput(node_id, type_number, n, StatusWatermarkValve)
+                self._logical.append(li)
+                network_feeders[(node_id, type_number)] = 1
+                for g in gates:
+                    for ch in g.channels:
+                        self._channel_map.append((li, local_index))
+                        local_index += 1
+                        channels.append(ch)
+            first = tdd.input_gates[0]
+            merged = InputGateDeploymentDescriptor(
+                dataset_id=first.dataset_id, target_node_id=first.target_node_id, type_number=first.type_number, channels=channels
+            )
+            self._gate = self.network.create_input_gate(merged)
+        self.mailbox = TaskMailbox()
+        return OperatorChain(
+            tdd,
+            writers,
+            network_feeders,
+            self.mailbox,
+            lambda spec: _EventGateway(self, spec),
+            self.metrics,
+            self.log,
+        )
+
+    def _run_source(self, chain: OperatorChain) -> None:
+        if len(chain.sources) != 1 or self._gate is not None:
+            raise MillraceError(f"task {self.tdd.task_name_with_subtask}: a source task has exactly one source and no inputs")
+        member = chain.sources[0]
+        src = member.operator
+        mailbox = self.mailbox
+        canceled = self._canceled
+        while not canceled.is_set():
+            mailbox.run_due()
+            try:
+                status = src.emit_next()  # type: ignore[attr-defined]
+            except BaseException as e:
+                if not hasattr(e, "__millrace_operator__"):
+                    e.__millrace_operator__ = member.spec.name  # type: ignore[attr-defined]
+                raise
+            if status is InputStatus.END_OF_INPUT:
+                break
+            if status is InputStatus.NOTHING_AVAILABLE:
+                time.sleep(mailbox.seconds_until_next(0.01))
+        if canceled.is_set():
+            return
+        # a bounded source ends event time (Flink's SourceOperator emits MAX_WATERMARK at the end)
+        assert src.output is not None
+        src.output.emit_watermark(Watermark(MAX_TIMESTAMP))
+        chain.finish_operator(member.spec.node_id)
+
+    def _run_inputs(self, chain: OperatorChain) -> None:
+        gate, mailbox, canceled, metrics = self._gate, self.mailbox, self._canceled, self.metrics
+        channel_map = self._channel_map
+        heads = {(li.node_id, li.type_number): chain.operator(li.node_id) for li in self._logical}
+        remaining = len(self._logical)
+        while remaining and not canceled.is_set():
+            mailbox.run_due()
+            item = gate.poll_next(mailbox.seconds_until_next(_POLL_CAP_S))
+            if item is None:
+                continue
+            channel, element = item
+            li, local_ch = channel_map[channel]
+            op = heads[(li.node_id, li.type_number)]
+            try:
+                if isinstance(element, RecordBatch):
+                    metrics.records_in += len(element)
+                    op.process_batch(element, li.type_number)
+                elif isinstance(element, Watermark):
+                    wm = li.valve.input_watermark(local_ch, element.timestamp)
+                    if wm is not None:
+                        op.process_watermark(Watermark(wm), li.type_number)
+                elif isinstance(element, EndOfPartition):
+                    wm = li.valve.channel_finished(local_ch)
+                    if wm is not None:
+                        op.process_watermark(Watermark(wm), li.type_number)
+                    li.open_channels -= 1
+                    if li.open_channels == 0:
+                        remaining -= 1
+                        chain.end_input(li.node_id, li.type_number)
+                else:
+                    self.on_event(element)
+            except BaseException as e:
+                if not hasattr(e, "__millrace_operator__"):
+                    e.__millrace_operator__ = chain.name_of(li.node_id)  # type: ignore[attr-defined]
+                raise
+
+    def on_event(self, event: Any) -> None:
+        """Other in-band events (checkpoint barriers arrive here with the checkpoint issue)."""
+        raise MillraceError(f"task {self.tdd.task_name_with_subtask}: unexpected event {event!r}")

@@ -1,0 +1,229 @@
+"""TaskExecutor: the TaskManager's endpoint. Owns the slot table and the tasks (Flink: TaskExecutor)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from runtime.core.states import SlotState
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+from runtime.rpc.deployment import TaskDeploymentDescriptor
+from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
+from runtime.taskmanager.task import Task
+from runtime.taskmanager.task_slot_table import TaskSlotTable
+
+log = logging.getLogger(__name__)
+
+
+class TaskExecutor(RpcEndpoint):
+    def __init__(
+        self,
+        rpc: RpcService,
+        tm_id: str,
+        jm_peer_id: str,
+        network: Any,
+        num_slots: int = 1,
+        resource_profile: m.ResourceProfile | None = None,
+        spark_executor_id: str | None = None,
+        registration_timeout_s: float = 30.0,
+    ) -> None:
+        super().__init__(rpc, gw.TASK_EXECUTOR)
+        self.tm_id = tm_id
+        self.jm_peer_id = jm_peer_id
+        self.network = network
+        self.slot_table = TaskSlotTable(num_slots, tm_id)
+        self.resource_profile = resource_profile or m.ResourceProfile()
+        self.spark_executor_id = spark_executor_id
+        self.registration_timeout_s = registration_timeout_s
+        self.tasks: dict[str, Task] = {}
+        self._attempts_by_allocation: dict[str, list[str]] = {}
+        self.terminated = threading.Event()
+        self.termination_cause = ""
+        self._last_heartbeat = time.monotonic()
+        self._heartbeat_timeout_s = 10.0
+        self._heartbeat_interval_s = 1.0
+        self._rm = rpc.gateway(gw.RESOURCE_MANAGER, peer_id=jm_peer_id)
+        self._monitor: asyncio.Task | None = None
+
+    def _log(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
+        log.log(level, f"[TaskExecutor {self.tm_id}] {msg}", *args)
+
+    async def on_start(self) -> None:
+        self.rpc.on_peer_lost(self._on_peer_lost)
+        await self._register()
+        self._monitor = asyncio.create_task(self._monitor_heartbeats())
+
+    async def _register(self) -> None:
+        """Register at the ResourceManager, retrying with exponential back-off (Flink: RetryingRegistration)."""
+        deadline = time.monotonic() + self.registration_timeout_s
+        delay = 0.1
+        msg = m.RegisterTaskExecutor(
+            tm_id=self.tm_id,
+            data_address=self.network.address,
+            num_slots=len(self.slot_table.slots),
+            resource_profile=self.resource_profile,
+            pid=os.getpid(),
+            hostname=socket.gethostname(),
+            spark_executor_id=self.spark_executor_id,
+        )
+        while True:
+            try:
+                resp: m.RegistrationResponse = await self._rm.register_task_executor(msg, timeout=10)
+                if resp.accepted:
+                    self._heartbeat_interval_s = resp.heartbeat_interval_ms / 1000
+                    self._heartbeat_timeout_s = resp.heartbeat_timeout_ms / 1000
+                    self._last_heartbeat = time.monotonic()
+                    self._log("registered at ResourceManager %s", resp.resource_manager_id)
+                    return
+                self._log("registration refused: %s", resp.reason, level=logging.WARNING)
+            except Exception as e:  # noqa: BLE001 - retry until the deadline
+                self._log("registration attempt failed: %s", e, level=logging.WARNING)
+            if time.monotonic() > deadline:
+                self.terminate(f"could not register at the ResourceManager within {self.registration_timeout_s}s")
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _monitor_heartbeats(self) -> None:
+        while not self.terminated.is_set():
+            await asyncio.sleep(self._heartbeat_interval_s)
+            if time.monotonic() - self._last_heartbeat > self._heartbeat_timeout_s:
+                self.terminate(f"no heartbeat from the ResourceManager for {self._heartbeat_timeout_s}s")
+
+    def _on_peer_lost(self, peer_id: str, cause: str) -> None:
+        if peer_id == self.jm_peer_id:
+            self.terminate(f"lost the JobManager connection ({cause})")
+
+    def terminate(self, cause: str) -> None:
+        """Cancel every task and let the runner exit."""
+        if self.terminated.is_set():
+            return
+        self.termination_cause = cause
+        self._log("terminating: %s", cause)
+        for t in list(self.tasks.values()):
+            t.cancel()
+        self.terminated.set()
+
+    # --- RPCs from the ResourceManager ------------------------------------------------------
+    @rpc_method
+    async def heartbeat_from_resource_manager(self, msg: m.HeartbeatRequest) -> m.TaskExecutorHeartbeat:
+        self._last_heartbeat = time.monotonic()
+        return m.TaskExecutorHeartbeat(
+            tm_id=self.tm_id,
+            slot_report=m.SlotReport(tm_id=self.tm_id, slots=self.slot_table.report()),
+            running_tasks=len(self.tasks),
+        )
+
+    @rpc_method
+    async def heartbeat_from_job_manager(self, msg: m.HeartbeatRequest) -> m.Ack:
+        self._last_heartbeat = time.monotonic()
+        return m.Ack()
+
+    @rpc_method
+    async def request_slot(self, msg: m.RequestSlot) -> m.Ack:
+        slot = self.slot_table.allocate(msg.allocation_id, msg.job_id)
+        self._log("slot %d allocated to job %s (allocation %s)", slot.index, msg.job_id, msg.allocation_id)
+        asyncio.create_task(self._offer_slot(msg, slot.index))
+        return m.Ack()
+
+    async def _offer_slot(self, msg: m.RequestSlot, slot_index: int) -> None:
+        jm = self.rpc.gateway(msg.job_master_endpoint, peer_id=self.jm_peer_id)
+        offer = m.OfferSlots(
+            tm_id=self.tm_id,
+            data_address=self.network.address,
+            job_id=msg.job_id,
+            offers=[m.SlotOffer(allocation_id=msg.allocation_id, slot_index=slot_index, resource_profile=self.resource_profile)],
+        )
+        try:
+            accepted: m.AcceptedSlots = await jm.offer_slots(offer, timeout=10)
+            if msg.allocation_id not in accepted.allocation_ids:
+                await self._free(msg.allocation_id, "offer rejected by the JobMaster")
+        except Exception as e:  # noqa: BLE001 - the JobMaster may be gone already
+            self._log("slot offer to job %s failed: %s", msg.job_id, e, level=logging.WARNING)
+            await self._free(msg.allocation_id, f"offer failed: {e}")
+
+    @rpc_method
+    async def free_slot(self, msg: m.FreeSlot) -> m.Ack:
+        await self._free(msg.allocation_id, msg.cause)
+        return m.Ack()
+
+    async def _free(self, allocation_id: str, cause: str) -> None:
+        slot = self.slot_table.start_release(allocation_id)
+        if slot is None:
+            return
+        for attempt in list(slot.tasks):
+            t = self.tasks.get(attempt)
+            if t is not None:
+                t.cancel()
+        self._maybe_finish_release(slot)
+
+    def _release_partitions(self, attempt_ids: list[str]) -> None:
+        for attempt in attempt_ids:
+            try:
+                self.network.release_partitions_of(attempt)
+            except Exception:  # noqa: BLE001
+                log.debug("release of partitions of %s failed", attempt, exc_info=True)
+
+    def _maybe_finish_release(self, slot: Any) -> None:
+        if slot.state is SlotState.RELEASING and not slot.tasks:
+            self._release_partitions(self._attempts_by_allocation.pop(slot.allocation_id, []))
+            self.slot_table.finish_release(slot)
+            report = m.SlotReport(tm_id=self.tm_id, slots=self.slot_table.report())
+            asyncio.create_task(self._send_slot_report(report))
+
+    async def _send_slot_report(self, report: m.SlotReport) -> None:
+        try:
+            await self._rm.send_slot_report(report, timeout=10)
+        except Exception as e:  # noqa: BLE001 - the next heartbeat carries it too
+            self._log("slot report failed: %s", e, level=logging.DEBUG)
+
+    @rpc_method
+    async def release(self, msg: m.ReleaseTaskExecutor) -> m.Ack:
+        self.loop.call_later(0.05, self.terminate, f"released by the ResourceManager: {msg.cause}")
+        return m.Ack()
+
+    # --- RPCs from JobMasters ----------------------------------------------------------------
+    @rpc_method
+    async def submit_task(self, tdd: TaskDeploymentDescriptor) -> m.Ack:
+        self.slot_table.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id)
+        jm = self.rpc.gateway(gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id)
+
+        def report(update: m.TaskExecutionStateUpdate) -> None:
+            jm.call_sync("update_task_execution_state", update, timeout=30)
+
+        def send_event(event: m.OperatorEventMessage) -> None:
+            jm.call_sync("send_operator_event", event, timeout=60)
+
+        task = Task(tdd, self.network, self.tm_id, report, send_event, self._task_terminal)
+        self.tasks[tdd.execution_attempt_id] = task
+        self._attempts_by_allocation.setdefault(tdd.allocation_id, []).append(tdd.execution_attempt_id)
+        task.start()
+        return m.Ack()
+
+    def _task_terminal(self, task: Task) -> None:
+        """Called on the task thread when it ends; bookkeeping moves to the main thread."""
+
+        def _cleanup() -> None:
+            self.tasks.pop(task.attempt_id, None)
+            self.slot_table.remove_task(task.attempt_id)
+            if task.state.name != "FINISHED":
+                # a finished producer's pipelined partitions live on until consumed or the slot is freed
+                self._release_partitions([task.attempt_id])
+            slot = self.slot_table.by_allocation(task.tdd.allocation_id)
+            if slot is not None:
+                self._maybe_finish_release(slot)
+
+        if not self._stopped:
+            self.loop.call_soon_threadsafe(_cleanup)
+
+    @rpc_method
+    async def cancel_task(self, msg: m.CancelTask) -> m.Ack:
+        task = self.tasks.get(msg.execution_attempt_id)
+        if task is not None:
+            task.cancel()
+        return m.Ack()

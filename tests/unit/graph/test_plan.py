@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.graph.job_graph_builder import build_job_graph
+from runtime.graph.plan import format_plan, plan_summary
+from runtime.graph.stream_graph_generator import generate_stream_graph
+from tests.unit.graph import key_by, one, sink, source
+
+pytestmark = pytest.mark.unit
+
+
+def windowed_sum(mode: str = "STREAMING"):
+    s = source("Source: events")
+    ts = one(one(s, "Map"), "Timestamps/Watermarks")
+    w = one(key_by(ts, "k"), "Window(TumblingEventTimeWindows(1000 ms))", keyed=True)
+    return build_job_graph(generate_stream_graph([sink(w, "Sink: delta")], "windowed_sum", 2, runtime_mode=mode))
+
+
+def test_format_plan() -> None:
+    assert format_plan(windowed_sum()) == (
+        "Job 'windowed_sum' (STREAMING), 2 slots needed\n"
+        "  [1] Source: events -> Map -> Timestamps/Watermarks   parallelism 2, slot sharing group 'default'\n"
+        "  [2] Window(TumblingEventTimeWindows(1000 ms)) -> Sink: delta   parallelism 2, slot sharing group 'default'\n"
+        "      <- [1] HASH"
+    )
+
+
+def test_format_plan_batch_marks_blocking() -> None:
+    text = format_plan(windowed_sum("BATCH"))
+    assert text.startswith("Job 'windowed_sum' (BATCH)") and "<- [1] HASH (blocking)" in text
+
+
+def test_plan_summary() -> None:
+    jg = windowed_sum()
+    s = plan_summary(jg)
+    json.dumps(s)  # JSON-friendly
+    assert (s["job_name"], s["job_id"], s["job_type"], s["slots_required"]) == ("windowed_sum", jg.job_id, "STREAMING", 2)
+    first, second = s["vertices"]
+    assert first["operators"] == ["Source: events", "Map", "Timestamps/Watermarks"]
+    assert (second["parallelism"], second["max_parallelism"], second["slot_sharing_group"]) == (2, 128, "default")
+    (inp,) = second["inputs"]
+    assert inp["partitioner"] == "hash" and inp["source_vertex"] == 1
+    assert inp["source_vertex_name"] == "Source: events -> Map -> Timestamps/Watermarks"
