@@ -67,23 +67,35 @@ class PipelineExecutor(Protocol):
 
 _current: contextvars.ContextVar[PipelineExecutor | None] = contextvars.ContextVar("millrace_executor", default=None)
 _global: list[PipelineExecutor] = []
+_context_config: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("millrace_config", default={})
 
 
 @contextlib.contextmanager
-def use_executor(executor: PipelineExecutor, *, global_default: bool = False) -> Iterator[PipelineExecutor]:
+def use_executor(
+    executor: PipelineExecutor, *, config: dict[str, str] | None = None, global_default: bool = False
+) -> Iterator[PipelineExecutor]:
     """Run `env.execute()` calls inside the block on `executor`.
 
+    `config` (e.g. {"parallelism.default": "2"} from `millrace run --parallelism 2`) is the base
+    configuration of environments created inside the block; the program's own settings win.
     `global_default=True` also applies to threads started inside the block.
     """
     token = _current.set(executor)
+    ctoken = _context_config.set(dict(config or {}))
     if global_default:
         _global.append(executor)
     try:
         yield executor
     finally:
         _current.reset(token)
+        _context_config.reset(ctoken)
         if global_default:
             _global.remove(executor)
+
+
+def context_config() -> dict[str, str]:
+    """Configuration installed by the runner (CLI, tests, Dagster) for environments created now."""
+    return dict(_context_config.get())
 
 
 def current_executor(config: dict[str, str]) -> PipelineExecutor:

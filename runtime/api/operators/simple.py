@@ -358,3 +358,16 @@ def _with_timestamps(batch: RecordBatch, ts: np.ndarray) -> RecordBatch:
     if isinstance(batch, ColumnBatch):
         return ColumnBatch(batch.columns, ts)
     return ObjectBatch(batch.rows(), ts)
+
+
+class SinkFunctionOperator(_FunctionOperator):
+    """DataStream.add_sink(SinkFunction or callable): invoke per record."""
+
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        f = self.function
+        if hasattr(f, "invoke"):
+            for v in batch.rows():
+                f.invoke(v, None)
+        else:
+            for v in batch.rows():
+                f(v)

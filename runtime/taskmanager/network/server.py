@@ -241,6 +241,8 @@ class PartitionRequestServer:
                 writer.close()
                 return
             await _ServerConnection(self, reader, writer).run()
+        except asyncio.CancelledError:
+            pass  # why: stop() cancels handlers; asyncio's stream callback must not see it raised
         finally:
             self._connections.discard(task)
 

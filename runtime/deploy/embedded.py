@@ -1,0 +1,56 @@
+"""The embedded default: this process is the JobManager and the Spark driver; Spark runs local[N].
+
+One job per executor call (like Flink's per-job mini cluster): the cluster starts for the job
+and is torn down when the job's client closes or its result has been fetched.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from runtime.api.execution import JobExecutionResult, StatusListener
+from runtime.deploy.job_client import DispatcherJobClient
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.graph.job_graph import JobGraph
+
+log = logging.getLogger(__name__)
+
+PROVIDER_KEY = "execution.taskmanager.provider"  # "spark" (default) or "local"
+SPARK_MASTER_KEY = "spark.master"
+
+
+class _OwningJobClient(DispatcherJobClient):
+    """Tears the per-job cluster down once the job's result is known."""
+
+    def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
+        try:
+            return super().get_job_execution_result(timeout)
+        finally:
+            self.close()
+
+
+class EmbeddedExecutor:
+    def __init__(self, provider: str = "spark", spark_master: str | None = None, spark: Any = None) -> None:
+        self.provider = provider
+        self.spark_master = spark_master
+        self.spark = spark
+
+    @classmethod
+    def from_config(cls, config: dict[str, str]) -> "EmbeddedExecutor":
+        return cls(config.get(PROVIDER_KEY, "spark"), config.get(SPARK_MASTER_KEY))
+
+    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
+        slots = job_graph.slots_required()
+        spark = self.spark
+        if self.provider == "spark" and spark is None:
+            from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
+
+            master = self.spark_master or f"local[{max(2, slots)}]"
+            spark = build_spark_session(SparkSessionConfig(master=master))
+        cluster = MiniCluster(MiniClusterConfig(provider=self.provider), spark=spark).start()
+        try:
+            job_id = cluster.submit_job(job_graph)
+        except BaseException:
+            cluster.close()
+            raise
+        return _OwningJobClient(cluster.dispatcher_gateway(), job_id, status_listener, on_close=cluster.close)

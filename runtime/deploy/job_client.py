@@ -1,0 +1,91 @@
+"""JobClient over the Dispatcher gateway (used by the embedded executor, the CLI and tests)."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import cloudpickle
+
+from runtime.api.execution import JobExecutionResult, StatusListener
+from runtime.core.errors import JobExecutionError
+from runtime.core.states import JobStatus
+from runtime.rpc import messages as m
+from runtime.rpc.service import Gateway
+
+
+class DispatcherJobClient:
+    def __init__(self, dispatcher: Gateway, job_id: str, status_listener: StatusListener | None = None, on_close: Callable[[], None] | None = None) -> None:
+        self.dispatcher = dispatcher
+        self._job_id = job_id
+        self._on_close = on_close
+        self._closed = False
+        self._result: m.JobResultMessage | None = None
+        self._watcher: threading.Thread | None = None
+        if status_listener is not None:
+            self._watcher = threading.Thread(target=self._watch, args=(status_listener,), daemon=True, name=f"job-status-{job_id[:8]}")
+            self._watcher.start()
+
+    @property
+    def job_id(self) -> str:
+        return self._job_id
+
+    def _watch(self, listener: StatusListener) -> None:
+        seen = 0
+        while True:
+            try:
+                hist: m.JobList = self.dispatcher.call_sync("request_job_history", m.JobIdMessage(job_id=self._job_id), timeout=10)
+            except Exception:  # noqa: BLE001 - the cluster went away; the result call reports it
+                return
+            for entry in hist.jobs[seen:]:
+                listener(self._job_id, entry.status, entry.job_name or None)
+            seen = len(hist.jobs)
+            if hist.jobs and hist.jobs[-1].status.is_globally_terminal:
+                return
+            time.sleep(0.1)
+
+    def get_job_status(self) -> JobStatus:
+        return self.dispatcher.call_sync("request_job_status", m.JobIdMessage(job_id=self._job_id)).status
+
+    def wait_result_message(self, timeout: float | None = None) -> m.JobResultMessage:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._result is None:
+            res: m.JobResultMessage = self.dispatcher.call_sync("request_job_result", m.JobIdMessage(job_id=self._job_id), timeout=15)
+            if res.status.is_globally_terminal:
+                self._result = res
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {self._job_id} still {res.status.name} after {timeout}s")
+        if self._watcher is not None:
+            self._watcher.join(2)
+        return self._result
+
+    def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
+        res = self.wait_result_message(timeout)
+        if res.status is not JobStatus.FINISHED:
+            cause = res.error
+            detail = cause.describe() if cause else "no cause recorded"
+            msg = f"job {res.job_id} '{res.job_name}' {res.status.name}: {detail}"
+            if cause is not None and cause.traceback:
+                msg += "\n\nCaused by (traceback from the task):\n" + cause.traceback.rstrip()
+            raise JobExecutionError(msg, job_id=res.job_id, cause=cause)
+        accumulators = cloudpickle.loads(res.accumulators_pickle) if res.accumulators_pickle else {}
+        metrics = {v.name: {"records_in": v.records_in, "records_out": v.records_out, "parallelism": v.parallelism} for v in res.vertices}
+        return JobExecutionResult(res.job_id, res.job_name, res.status, res.duration_ms, accumulators, metrics)
+
+    def cancel(self) -> None:
+        self.dispatcher.call_sync("cancel_job", m.JobIdMessage(job_id=self._job_id))
+
+    def send_coordination_request(self, node_id: int, request: Any) -> Any:
+        resp: m.CoordinationResponse = self.dispatcher.call_sync(
+            "send_coordination_request",
+            m.CoordinationRequest(job_id=self._job_id, node_id=node_id, payload=cloudpickle.dumps(request)),
+        )
+        return cloudpickle.loads(resp.payload)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close()

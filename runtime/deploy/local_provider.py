@@ -1,0 +1,68 @@
+"""TaskManagers as plain local subprocesses (tests, machines without Spark)."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from runtime.jobmanager.resource_provider import TaskManagerSpec
+from runtime.taskmanager.runner import CONFIG_ENV, TaskManagerConfig
+
+log = logging.getLogger(__name__)
+
+
+class LocalProcessProvider:
+    name = "local processes"
+
+    def __init__(self, log_level: str = "INFO") -> None:
+        self.log_level = log_level
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
+        cfg = TaskManagerConfig(
+            tm_id=tm_id, jobmanager_host=spec.jm_host, jobmanager_port=spec.jm_port, secret=spec.secret,
+            num_slots=spec.slots_per_tm, resource_profile=spec.profile, log_level=self.log_level,
+        )
+        env = dict(os.environ)
+        env[CONFIG_ENV] = cfg.model_dump_json()  # env, not argv: the secret stays out of `ps`
+        proc = subprocess.Popen([sys.executable, "-m", "runtime.taskmanager.runner"], env=env, start_new_session=True)
+        with self._lock:
+            self.processes[tm_id] = proc
+        log.info("started TaskManager %s as process %d", tm_id, proc.pid)
+
+    def pid_of(self, tm_id: str) -> int | None:
+        p = self.processes.get(tm_id)
+        return p.pid if p else None
+
+    def describe(self, tm_id: str) -> str:
+        pid = self.pid_of(tm_id)
+        return f"local process {pid}" if pid else "local process"
+
+    def release_task_manager(self, tm_id: str) -> None:
+        with self._lock:
+            proc = self.processes.pop(tm_id, None)
+        if proc is None:
+            return
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(5)
+
+    def close(self) -> None:
+        with self._lock:
+            procs = list(self.processes.items())
+            self.processes.clear()
+        for _, proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc in procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)

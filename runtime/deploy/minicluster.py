@@ -1,0 +1,138 @@
+"""MiniCluster: a JobManager (Dispatcher, ResourceManager) in this process plus TaskManagers.
+
+TaskManagers come from a provider: Spark executors (the embedded default) or local processes.
+Used by the embedded executor (one job, then torn down) and by tests (many jobs).
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from runtime.api.execution import StatusListener
+from runtime.deploy.job_client import DispatcherJobClient
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.dispatcher import Dispatcher
+from runtime.jobmanager.resource_manager import ResourceManager, ResourceManagerConfig
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+from runtime.rpc.auth import new_cluster_secret
+from runtime.rpc.service import RpcService
+
+log = logging.getLogger(__name__)
+
+
+class MiniClusterConfig(BaseModel):
+    provider: Literal["spark", "local"] = Field("local", description="where TaskManagers run")
+    slots_per_task_manager: int = Field(1, ge=1, description="a Python process is one core (GIL): 1 by default")
+    max_task_managers: int | None = Field(None, description="cap on TaskManagers the ResourceManager may request")
+    host: str = Field("127.0.0.1", description="JobManager bind address")
+    port: int = Field(0, description="JobManager RPC port (0 = any free port)")
+    heartbeat_interval_ms: int = 1000
+    heartbeat_timeout_ms: int = 10000
+    tm_log_level: str = "INFO"
+
+
+class MiniCluster:
+    def __init__(self, config: MiniClusterConfig | None = None, spark: Any = None, provider: Any = None) -> None:
+        self.config = config or MiniClusterConfig()
+        self.spark = spark
+        self.secret = new_cluster_secret()
+        self.rpc: RpcService | None = None
+        self.provider = provider
+        self.resource_manager: ResourceManager | None = None
+        self.dispatcher: Dispatcher | None = None
+
+    def start(self) -> "MiniCluster":
+        cfg = self.config
+        if self.provider is None:
+            if cfg.provider == "spark":
+                from runtime.deploy.spark_provider import SparkProvider
+
+                if self.spark is None:
+                    raise ValueError("the Spark provider needs a SparkSession")
+                self.provider = SparkProvider(self.spark, log_level=cfg.tm_log_level)
+            else:
+                from runtime.deploy.local_provider import LocalProcessProvider
+
+                self.provider = LocalProcessProvider(log_level=cfg.tm_log_level)
+        self.rpc = RpcService(self.secret, f"jobmanager-{uuid.uuid4().hex[:8]}", host=cfg.host, port=cfg.port).start()
+        self.resource_manager = ResourceManager(
+            self.rpc,
+            self.provider,
+            ResourceManagerConfig(
+                slots_per_tm=cfg.slots_per_task_manager,
+                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                heartbeat_timeout_ms=cfg.heartbeat_timeout_ms,
+                max_task_managers=cfg.max_task_managers,
+            ),
+        )
+        self.resource_manager.start()
+        self.dispatcher = Dispatcher(self.rpc)
+        self.dispatcher.start()
+        log.info("MiniCluster up: JobManager at %s:%d, TaskManagers on %s", *self.rpc.address, self.provider.name)
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.rpc is not None
+        return self.rpc.address
+
+    def dispatcher_gateway(self):
+        assert self.rpc is not None
+        return self.rpc.gateway(gw.DISPATCHER)
+
+    def submit_job(self, job_graph: JobGraph) -> str:
+        resp: m.JobIdMessage = self.dispatcher_gateway().call_sync("submit_job", m.SubmitJob(job_graph_json=job_graph.model_dump_json()))
+        return resp.job_id
+
+    def submit(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
+        return DispatcherJobClient(self.dispatcher_gateway(), self.submit_job(job_graph), status_listener)
+
+    def task_managers(self) -> list[m.TaskManagerInfo]:
+        assert self.rpc is not None
+        return self.rpc.gateway(gw.RESOURCE_MANAGER).call_sync("list_task_managers", m.Empty()).task_managers
+
+    def wait_for_task_managers(self, n: int, timeout: float = 60.0) -> list[m.TaskManagerInfo]:
+        deadline = time.monotonic() + timeout
+        while True:
+            tms = self.task_managers()
+            if len(tms) >= n:
+                return tms
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {len(tms)} of {n} TaskManagers registered within {timeout}s")
+            time.sleep(0.05)
+
+    def executor(self) -> "MiniClusterExecutor":
+        return MiniClusterExecutor(self)
+
+    def close(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        if self.resource_manager is not None:
+            self.resource_manager.stop()
+        if self.provider is not None:
+            self.provider.close()
+        if self.rpc is not None:
+            self.rpc.stop()
+        self.dispatcher = self.resource_manager = None
+        self.rpc = None
+
+    def __enter__(self) -> "MiniCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class MiniClusterExecutor:
+    """PipelineExecutor that submits to a running MiniCluster."""
+
+    def __init__(self, cluster: MiniCluster) -> None:
+        self.cluster = cluster
+
+    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
+        return self.cluster.submit(job_graph, status_listener)

@@ -1,0 +1,62 @@
+"""The one SparkSession factory: Delta configured, jars resolved by Spark from Maven Central.
+
+Used by the CLI, tests and the Dagster resources alike.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+# delta-spark's Python package version may run ahead of Maven Central; pin the jars we know exist.
+DELTA_JAR_VERSION = "4.4.0"
+SCALA_BINARY = "2.13"
+
+
+class SparkSessionConfig(BaseModel):
+    master: str = Field("local[2]", description="Spark master URL: local[N], spark://host:port, yarn, k8s://...")
+    app_name: str = "millrace"
+    warehouse_dir: str = Field(default_factory=lambda: str(Path.cwd() / "warehouse"), description="spark.sql.warehouse.dir")
+    driver_host: str = Field("127.0.0.1", description="where executors reach the driver; loopback by default")
+    extra_conf: dict[str, str] = Field(default_factory=dict)
+    log_level: str = "WARN"
+
+
+def delta_maven_coordinates() -> str:
+    import pyspark
+
+    major_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY}:{DELTA_JAR_VERSION}"
+
+
+def build_spark_session(cfg: SparkSessionConfig | None = None):
+    """Get or create the SparkSession with Delta Lake enabled."""
+    from pyspark.sql import SparkSession
+
+    cfg = cfg or SparkSessionConfig()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", cfg.driver_host)
+    builder = (
+        SparkSession.builder.master(cfg.master)
+        .appName(cfg.app_name)
+        .config("spark.jars.packages", delta_maven_coordinates())
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.warehouse.dir", cfg.warehouse_dir)
+        .config("spark.driver.host", cfg.driver_host)
+        .config("spark.driver.bindAddress", cfg.driver_host)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # TaskManagers are long-running Spark tasks: do not kill or speculate them
+        .config("spark.speculation", "false")
+        .config("spark.task.maxFailures", "4")
+        .config("spark.python.worker.reuse", "true")
+    )
+    for k, v in cfg.extra_conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(cfg.log_level)
+    return spark
