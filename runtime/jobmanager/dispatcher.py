@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import cloudpickle
 import pydantic
 
 from runtime.core.states import JobStatus
@@ -148,5 +149,12 @@ class Dispatcher(RpcEndpoint):
     @rpc_method
     async def send_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
         entry = self._entry(msg.job_id)
-        jm = self.rpc.gateway(entry.job_master.endpoint_id)
-        return await jm.handle_coordination_request(msg)
+        if entry.result is None:
+            jm = self.rpc.gateway(entry.job_master.endpoint_id)
+            return await jm.handle_coordination_request(msg)
+        # the job ended and its JobMaster stopped; coordinators keep their final results for clients
+        coord = entry.job_master.coordinators.get(msg.node_id)
+        if coord is None:
+            raise KeyError(f"job {msg.job_id} has no coordinator for operator {msg.node_id}")
+        response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
+        return m.CoordinationResponse(payload=cloudpickle.dumps(response))

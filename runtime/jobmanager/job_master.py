@@ -58,6 +58,7 @@ class JobMaster(RpcEndpoint):
         self._on_terminal = on_terminal
         self._on_status = on_status
         self._rm = rpc.gateway(gw.RESOURCE_MANAGER)
+        self._pending: set[asyncio.Future] = set()
 
     def _log(self, level: int, msg: str, *args: Any) -> None:
         log.log(level, f"[JobMaster {self.job_id} '{self.job_graph.job_name}'] {msg}", *args)
@@ -130,7 +131,7 @@ class JobMaster(RpcEndpoint):
             self.by_attempt[ex.attempt_id] = ev
         self._log(logging.INFO, "deploying %d tasks to %d slots", len(self.by_attempt), len(self.slot_pool))
         for ev in self.eg.all_vertices():
-            asyncio.ensure_future(self._deploy(ev), loop=self.loop)
+            self._background(self._deploy(ev))
 
     async def _deploy(self, ev: ExecutionVertex) -> None:
         ex = ev.current_execution
@@ -213,7 +214,7 @@ class JobMaster(RpcEndpoint):
                 slot = self.placement.get(ev.id)
                 if slot is not None:
                     te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
-                    asyncio.ensure_future(self._cancel_task(te, ev, ex.attempt_id), loop=self.loop)
+                    self._background(self._cancel_task(te, ev, ex.attempt_id))
 
     async def _cancel_task(self, te: Any, ev: ExecutionVertex, attempt_id: str) -> None:
         try:
@@ -267,12 +268,20 @@ class JobMaster(RpcEndpoint):
         self._set_status(status)
         for slot in list(self.slot_pool.slots.values()):
             te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
-            asyncio.ensure_future(self._free_slot(te, slot.allocation_id), loop=self.loop)
-        asyncio.ensure_future(
-            self._rm.declare_required_resources(m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=0)),
-            loop=self.loop,
+            self._background(self._free_slot(te, slot.allocation_id))
+        self._background(
+            self._rm.declare_required_resources(m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=0))
         )
         self._on_terminal(self.result())
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro, loop=self.loop)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def on_stop(self) -> None:
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=5)
 
     async def _free_slot(self, te: Any, allocation_id: str) -> None:
         try:

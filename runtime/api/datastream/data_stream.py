@@ -1,0 +1,989 @@
+"""DataStream, KeyedStream, WindowedStream, AllWindowedStream, ConnectedStreams, DataStreamSink.
+
+Mirrors pyflink.datastream.data_stream: every method records a Transformation (runtime.graph)
+whose operator factory is a picklable zero-arg callable; nothing runs until env.execute().
+Sinks register their transformation with the environment (like Flink), so a pipeline without a
+sink is not executed.
+"""
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from runtime.api.datastream.functions import (
+    AggregateFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    ProcessFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
+    SinkFunction,
+    WindowFunction,
+)
+from runtime.core.errors import InvalidProgramError
+from runtime.core.row import Row
+from runtime.graph.transformations import (
+    ChainingStrategy,
+    OneInputTransformation,
+    PartitionerKind,
+    PartitionerSpec,
+    PartitionTransformation,
+    SourceTransformation,
+    Transformation,
+    TwoInputTransformation,
+    UnionTransformation,
+)
+
+if TYPE_CHECKING:
+    from runtime.api.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+
+# -- validation helpers -----------------------------------------------------------------------------
+
+
+def _type_name(x: Any) -> str:
+    return type(x).__name__
+
+
+def _require_function(op: str, fn: Any, cls: type, label: str, allow_callable: bool = True) -> None:
+    if isinstance(fn, cls):
+        return
+    if allow_callable and callable(fn) and not isinstance(fn, Function):
+        return
+    what = f"a {label} or a callable" if allow_callable else f"a {label}"
+    raise InvalidProgramError(f"{op}(): expected {what}, got {_type_name(fn)}")
+
+
+def _check_parallelism(op: str, p: Any) -> int:
+    if not isinstance(p, int) or isinstance(p, bool) or p < 1:
+        raise InvalidProgramError(f"{op}: parallelism must be a positive int, got {p!r}")
+    return p
+
+
+def _row_info(type_info: Any) -> Any:
+    from runtime.api.common.typeinfo import RowTypeInfo, TupleTypeInfo
+
+    return type_info if isinstance(type_info, (RowTypeInfo, TupleTypeInfo)) else None
+
+
+def _check_field(op: str, type_info: Any, field: int | str) -> None:
+    """Fail at the call site when the declared type says `field` does not exist."""
+    from runtime.api.common.typeinfo import RowTypeInfo, TupleTypeInfo
+
+    if isinstance(type_info, RowTypeInfo):
+        if isinstance(field, str):
+            names = type_info.get_field_names() or []
+            if type_info.field_names is not None and field not in names:
+                raise InvalidProgramError(f"{op}: field {field!r} is not in {type_info} (fields: {names})")
+        elif not 0 <= field < len(type_info.field_types):
+            raise InvalidProgramError(f"{op}: position {field} is out of range for {type_info}")
+    elif isinstance(type_info, TupleTypeInfo):
+        if isinstance(field, str):
+            raise InvalidProgramError(f"{op}: {type_info} has no named fields; use a position, got {field!r}")
+        if not 0 <= field < len(type_info.field_types):
+            raise InvalidProgramError(f"{op}: position {field} is out of range for {type_info}")
+
+
+def _to_ms(value: Any) -> int:
+    from runtime.api.common.time import to_millis
+
+    return to_millis(value)
+
+
+# -- adapters (module-level so cloudpickle ships them by reference) ------------------------------------
+
+
+class _CallableReduce(ReduceFunction):
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return self.fn(value1, value2)
+
+
+def _as_reduce_function(fn: Any) -> ReduceFunction:
+    return fn if isinstance(fn, ReduceFunction) else _CallableReduce(fn)
+
+
+class _KeyedAdapter(KeyedProcessFunction):
+    """PyFlink runs KeyedStream.map/flat_map/filter as a KeyedProcessFunction so the function's
+    runtime context has keyed state; so does Millrace."""
+
+    def __init__(self, fn: Any, kind: str) -> None:
+        self.fn = fn
+        self.kind = kind
+        if kind == "map":
+            self._call = fn.map if isinstance(fn, MapFunction) else fn
+        elif kind == "flat_map":
+            self._call = fn.flat_map if isinstance(fn, FlatMapFunction) else fn
+        else:
+            self._call = fn.filter if isinstance(fn, FilterFunction) else fn
+
+    def open(self, runtime_context: Any) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.close()
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        if self.kind == "map":
+            return (self._call(value),)
+        if self.kind == "flat_map":
+            return self._call(value)
+        return (value,) if self._call(value) else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"fn": self.fn, "kind": self.kind}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["fn"], state["kind"])  # type: ignore[misc]
+
+
+class _KeyedCoAdapter(KeyedCoProcessFunction):
+    """connect(...).key_by(...).map/flat_map as a KeyedCoProcessFunction (keyed state available)."""
+
+    def __init__(self, fn: Any, kind: str) -> None:
+        self.fn = fn
+        self.kind = kind
+
+    def open(self, runtime_context: Any) -> None:
+        self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        self.fn.close()
+
+    def process_element1(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        return (self.fn.map1(value),) if self.kind == "map" else self.fn.flat_map1(value)
+
+    def process_element2(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        return (self.fn.map2(value),) if self.kind == "map" else self.fn.flat_map2(value)
+
+
+class _WindowFunctionAdapter(ProcessWindowFunction):
+    """WindowFunction.apply(key, window, inputs) run as a ProcessWindowFunction."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def open(self, runtime_context: Any) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.close()
+
+    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
+        return self.fn.apply(key, context.window(), elements)
+
+
+class _AllWindowAdapter(ProcessWindowFunction):
+    """ProcessAllWindowFunction.process(context, elements) / AllWindowFunction.apply(window, inputs)
+    behind the constant key that window_all uses."""
+
+    def __init__(self, fn: Any, kind: str) -> None:
+        self.fn = fn
+        self.kind = kind
+
+    def open(self, runtime_context: Any) -> None:
+        if hasattr(self.fn, "open"):
+            self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        if hasattr(self.fn, "close"):
+            self.fn.close()
+
+    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
+        if self.kind == "process":
+            return self.fn.process(context, elements)
+        return self.fn.apply(context.window(), elements)
+
+    def clear(self, context: Any) -> None:
+        if self.kind == "process" and hasattr(self.fn, "clear"):
+            self.fn.clear(context)
+
+
+class _NullKeySelector(KeySelector):
+    """Flink's NullByteKeySelector: every record has the same key (window_all)."""
+
+    def get_key(self, value: Any) -> Any:
+        return 0
+
+
+def _get_field(value: Any, field: int | str) -> Any:
+    if isinstance(value, dict):
+        return value[field]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value  # PyFlink: a plain number aggregates itself
+    return value[field]
+
+
+def _set_field(value: Any, field: int | str, new: Any) -> Any:
+    """A copy of `value` with `field` replaced (records are never mutated in place)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return new
+    if isinstance(value, Row):
+        names = value.field_names
+        vals = list(value)
+        idx = names.index(field) if isinstance(field, str) and names is not None else field
+        vals[idx] = new  # type: ignore[index]
+        return Row.of(names, vals)
+    if isinstance(value, dict):
+        out = dict(value)
+        out[field] = new
+        return out
+    if isinstance(value, tuple):
+        vals = list(value)
+        vals[field] = new  # type: ignore[index]
+        return tuple(vals)
+    if isinstance(value, list):
+        out_l = list(value)
+        out_l[field] = new  # type: ignore[index]
+        return out_l
+    raise TypeError(f"cannot aggregate field {field!r} of a {_type_name(value)}")
+
+
+class _SumReduce(ReduceFunction):
+    """Flink's SumAggregator: the first record of the key with `field` replaced by the running sum."""
+
+    def __init__(self, field: int | str) -> None:
+        self.field = field
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return _set_field(value1, self.field, _get_field(value1, self.field) + _get_field(value2, self.field))
+
+
+class _MinMaxReduce(ReduceFunction):
+    """Flink's ComparableAggregator: min/max replace only the field; min_by/max_by keep the whole
+    record that holds the extreme (first one on ties, like Flink's default `first=True`)."""
+
+    def __init__(self, field: int | str, is_min: bool, by: bool) -> None:
+        self.field = field
+        self.is_min = is_min
+        self.by = by
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        a, b = _get_field(value1, self.field), _get_field(value2, self.field)
+        better = b < a if self.is_min else b > a
+        if self.by:
+            return value2 if better else value1
+        return _set_field(value1, self.field, b) if better else value1
+
+
+# -- DataStream -------------------------------------------------------------------------------------
+
+
+class DataStream:
+    """A stream of records (PyFlink's DataStream)."""
+
+    def __init__(
+        self,
+        env: "StreamExecutionEnvironment",
+        transformation: Transformation,
+        config_transformation: Transformation | None = None,
+        mirrors: list[Transformation] | None = None,
+    ) -> None:
+        self._env = env
+        self._t = transformation  # what consumers read from
+        # what set_parallelism / name / uid configure (the source itself when a watermark
+        # operator was chained after it by from_source), plus transformations mirroring parallelism
+        self._ct = config_transformation or transformation
+        self._mirrors = mirrors or []
+
+    # -- introspection ---------------------------------------------------------------------------
+    def get_name(self) -> str:
+        return self._ct.name
+
+    def get_type(self) -> Any:
+        return self._t.output_type
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._env
+
+    def get_transformation(self) -> Transformation:
+        return self._t
+
+    @property
+    def transformation(self) -> Transformation:
+        return self._t
+
+    # -- operator configuration ------------------------------------------------------------------
+    def _configurable(self, op: str) -> Transformation:
+        if isinstance(self._ct, (PartitionTransformation, UnionTransformation)):
+            raise InvalidProgramError(
+                f"{op}: '{self._ct.name}' is a virtual transformation (partitioning or union), not an operator; "
+                "call it on the stream of an operator (e.g. after map())"
+            )
+        return self._ct
+
+    def name(self, name: str) -> "DataStream":
+        self._configurable("name()").name = name
+        return self
+
+    def set_description(self, description: str) -> "DataStream":
+        self._configurable("set_description()").description = description  # type: ignore[attr-defined]
+        return self
+
+    def uid(self, uid: str) -> "DataStream":
+        t = self._configurable("uid()")
+        t.uid = uid
+        for m in self._mirrors:
+            m.uid = f"{uid}-watermarks"  # stable id for the chained watermark operator's state
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> "DataStream":
+        # recorded only: savepoints match operators by uid (Flink's user-provided hash)
+        self._configurable("set_uid_hash()").uid_hash = uid_hash  # type: ignore[attr-defined]
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "DataStream":
+        t = self._configurable("set_parallelism()")
+        p = _check_parallelism(f"set_parallelism() on '{t.name}'", parallelism)
+        if getattr(t, "_non_parallel", False) and p != 1:
+            raise InvalidProgramError(f"set_parallelism(): '{t.name}' is a non-parallel source; its parallelism must be 1")
+        for x in [t, *self._mirrors]:
+            x.parallelism = p
+            x.parallelism_configured = True
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        t = self._configurable("set_max_parallelism()")
+        mp = _check_parallelism(f"set_max_parallelism() on '{t.name}'", max_parallelism)
+        for x in [t, *self._mirrors]:
+            x.max_parallelism = mp
+        return self
+
+    def force_non_parallel(self) -> "DataStream":
+        self.set_parallelism(1)
+        return self.set_max_parallelism(1)
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
+        t = self._configurable("slot_sharing_group()")
+        name, resources = _slot_sharing(slot_sharing_group)
+        for x in [t, *self._mirrors]:
+            x.slot_sharing_group = name
+            if resources is not None:
+                x.resources = resources
+        return self
+
+    def disable_chaining(self) -> "DataStream":
+        self._configurable("disable_chaining()").chaining_strategy = ChainingStrategy.NEVER
+        return self
+
+    def start_new_chain(self) -> "DataStream":
+        self._configurable("start_new_chain()").chaining_strategy = ChainingStrategy.HEAD
+        return self
+
+    # -- building blocks -------------------------------------------------------------------------
+    def _one_input(self, name: str, factory: Callable[[], Any], output_type: Any = None, keyed: bool = False) -> "DataStream":
+        t = OneInputTransformation(name=name, input=self._t, operator_factory=factory, output_type=output_type, keyed=keyed)
+        return DataStream(self._env, t)
+
+    # -- record-at-a-time operators --------------------------------------------------------------
+    def map(self, func: Any, output_type: Any = None) -> "DataStream":
+        _require_function("map", func, MapFunction, "MapFunction")
+        from runtime.api.operators.simple import StreamMap
+
+        return self._one_input("Map", functools.partial(StreamMap, func), output_type)
+
+    def flat_map(self, func: Any, output_type: Any = None) -> "DataStream":
+        _require_function("flat_map", func, FlatMapFunction, "FlatMapFunction")
+        from runtime.api.operators.simple import StreamFlatMap
+
+        return self._one_input("Flat Map", functools.partial(StreamFlatMap, func), output_type)
+
+    def filter(self, func: Any) -> "DataStream":
+        _require_function("filter", func, FilterFunction, "FilterFunction")
+        from runtime.api.operators.simple import StreamFilter
+
+        return self._one_input("Filter", functools.partial(StreamFilter, func), self._t.output_type)
+
+    def process(self, func: Any, output_type: Any = None) -> "DataStream":
+        if isinstance(func, KeyedProcessFunction):
+            raise InvalidProgramError(
+                f"process(): {_type_name(func)} is a KeyedProcessFunction; call key_by() first or use a ProcessFunction"
+            )
+        _require_function("process", func, ProcessFunction, "ProcessFunction")
+        from runtime.api.operators.simple import ProcessOperator
+
+        return self._one_input("Process", functools.partial(ProcessOperator, func), output_type)
+
+    def map_batches(self, func: Any, batch_format: str = "numpy", output_type: Any = None) -> "DataStream":
+        """Vectorized map (Millrace extension): `func` gets a whole batch as dict[str, np.ndarray]
+        ("numpy"), pyarrow.RecordBatch ("pyarrow") or pandas.DataFrame ("pandas") and returns the
+        same kind. Timestamps carry over when the row count is unchanged."""
+        _require_function("map_batches", func, MapFunction, "MapFunction")
+        from runtime.api.operators.simple import BATCH_FORMATS, MapBatchesOperator
+
+        if batch_format not in BATCH_FORMATS:
+            raise InvalidProgramError(f"map_batches(): batch_format must be one of {BATCH_FORMATS}, got {batch_format!r}")
+        return self._one_input("Map Batches", functools.partial(MapBatchesOperator, func, batch_format), output_type)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
+        from runtime.api.common.watermark_strategy import WatermarkStrategy
+        from runtime.api.operators.simple import TimestampsAndWatermarksOperator
+
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise InvalidProgramError(
+                f"assign_timestamps_and_watermarks(): expected a WatermarkStrategy, got {_type_name(watermark_strategy)}"
+            )
+        return self._one_input(
+            "Timestamps/Watermarks",
+            functools.partial(TimestampsAndWatermarksOperator, watermark_strategy),
+            self._t.output_type,
+        )
+
+    # -- keying, partitioning, combining ---------------------------------------------------------
+    def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
+        if not (isinstance(key_selector, (str, KeySelector)) or (callable(key_selector) and not isinstance(key_selector, Function))):
+            raise InvalidProgramError(
+                f"key_by(): expected a KeySelector, a callable or a field name, got {_type_name(key_selector)}"
+            )
+        if key_type is not None and hasattr(key_type, "is_keyable") and not key_type.is_keyable():
+            raise InvalidProgramError(
+                f"key_by(): {key_type} cannot be a key type (no stable hash/equality); "
+                "key by a scalar, a string or a tuple of those"
+            )
+        info = self._t.output_type
+        if isinstance(key_selector, str):
+            _check_field("key_by()", info, key_selector)
+            ri = _row_info(info)
+            if ri is not None and hasattr(ri, "get_field_type"):
+                ft = ri.get_field_type(key_selector)
+                if ft is not None and not ft.is_keyable():
+                    raise InvalidProgramError(f"key_by(): field {key_selector!r} has type {ft}, which cannot be a key")
+        pt = PartitionTransformation(
+            name="Partition(hash)",
+            input=self._t,
+            partitioner=PartitionerSpec(kind=PartitionerKind.HASH, key_selector=key_selector, explicit=True),
+            output_type=info,
+        )
+        return KeyedStream(self._env, pt, key_selector, key_type)
+
+    def _partition(self, kind: PartitionerKind) -> "DataStream":
+        pt = PartitionTransformation(
+            name=kind.value, input=self._t, partitioner=PartitionerSpec(kind=kind, explicit=True), output_type=self._t.output_type
+        )
+        return DataStream(self._env, pt)
+
+    def rebalance(self) -> "DataStream":
+        return self._partition(PartitionerKind.REBALANCE)
+
+    def rescale(self) -> "DataStream":
+        return self._partition(PartitionerKind.RESCALE)
+
+    def broadcast(self, *broadcast_state_descriptors: Any) -> "DataStream":
+        if broadcast_state_descriptors:
+            raise InvalidProgramError("broadcast(): broadcast state is not supported yet; call broadcast() without descriptors")
+        return self._partition(PartitionerKind.BROADCAST)
+
+    def shuffle(self) -> "DataStream":
+        return self._partition(PartitionerKind.SHUFFLE)
+
+    def forward(self) -> "DataStream":
+        return self._partition(PartitionerKind.FORWARD)
+
+    def global_(self) -> "DataStream":
+        return self._partition(PartitionerKind.GLOBAL)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        for s in streams:
+            if not isinstance(s, DataStream):
+                raise InvalidProgramError(f"union(): expected DataStreams, got {_type_name(s)}")
+        ut = UnionTransformation(name="Union", union_inputs=[self._t, *(s._t for s in streams)], output_type=self._t.output_type)
+        return DataStream(self._env, ut)
+
+    def connect(self, ds: "DataStream") -> "ConnectedStreams":
+        if not isinstance(ds, DataStream):
+            raise InvalidProgramError(f"connect(): expected a DataStream, got {_type_name(ds)} (broadcast state is not supported yet)")
+        return ConnectedStreams(self._env, self, ds)
+
+    def window_all(self, window_assigner: Any) -> "AllWindowedStream":
+        return AllWindowedStream(self, window_assigner)
+
+    def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
+        return AllWindowedStream(self, _count_assigner(size, slide))
+
+    # -- sinks -----------------------------------------------------------------------------------
+    def _add_sink(self, name: str, factory: Callable[[], Any], coordinator_provider: Any = None) -> "DataStreamSink":
+        t = OneInputTransformation(
+            name=name, input=self._t, operator_factory=factory, coordinator_provider=coordinator_provider, is_sink=True
+        )
+        self._env._add_transformation(t)
+        return DataStreamSink(t)
+
+    def sink_to(self, sink: Any) -> "DataStreamSink":
+        from runtime.api.connectors.base import Sink
+
+        if not isinstance(sink, Sink):
+            raise InvalidProgramError(f"sink_to(): expected a Sink (e.g. DeltaSink), got {_type_name(sink)}")
+        return self._add_sink(sink.default_name(), sink.create_writer, sink.coordinator_provider())
+
+    def add_sink(self, sink_func: Any) -> "DataStreamSink":
+        from runtime.api.connectors.base import Sink
+
+        if isinstance(sink_func, Sink):
+            return self.sink_to(sink_func)
+        _require_function("add_sink", sink_func, SinkFunction, "SinkFunction")
+        from runtime.api.operators.simple import SinkFunctionOperator
+
+        return self._add_sink("Sink: Unnamed", functools.partial(SinkFunctionOperator, sink_func))
+
+    def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+        from runtime.api.connectors.print import PrintSink
+
+        return self.sink_to(PrintSink(sink_identifier))
+
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
+        """Run the job and return its results: a CloseableIterator, or a list of at most `limit`
+        (the job is then canceled if still running, like PyFlink)."""
+        from runtime.api.connectors.collect import CloseableIterator, CollectSink, collect_rows
+
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidProgramError(f"execute_and_collect(): limit must be a positive int, got {limit!r}")
+        sink = self.sink_to(CollectSink())
+        client = self._env.execute_async(job_execution_name or "Collect Job")
+        it = CloseableIterator(client, sink._t.id)
+        if limit is None:
+            return it
+        try:
+            return collect_rows(it, limit)
+        finally:
+            it.close()
+
+
+def _slot_sharing(group: Any) -> tuple[str, Any]:
+    if isinstance(group, str):
+        return group, None
+    if isinstance(group, SlotSharingGroup):
+        return group.get_name(), group.to_resources()
+    raise InvalidProgramError(f"slot_sharing_group(): expected a name or a SlotSharingGroup, got {_type_name(group)}")
+
+
+class SlotSharingGroup:
+    """PyFlink's SlotSharingGroup with fine-grained resources (builder API)."""
+
+    def __init__(self, name: str, cpu_cores: float | None = None, task_heap_memory_mb: int | None = None,
+                 managed_memory_mb: int | None = None) -> None:
+        self._name = name
+        self.cpu_cores = cpu_cores
+        self.task_heap_memory_mb = task_heap_memory_mb
+        self.managed_memory_mb = managed_memory_mb
+
+    def get_name(self) -> str:
+        return self._name
+
+    def get_cpu_cores(self) -> float | None:
+        return self.cpu_cores
+
+    def get_task_heap_memory(self) -> int | None:
+        return self.task_heap_memory_mb
+
+    def get_managed_memory(self) -> int | None:
+        return self.managed_memory_mb
+
+    def to_resources(self) -> Any:
+        from runtime.graph.job_graph import ResourceSpec
+
+        if self.cpu_cores is None and self.task_heap_memory_mb is None and self.managed_memory_mb is None:
+            return None
+        return ResourceSpec(cpu_cores=self.cpu_cores, task_heap_mb=self.task_heap_memory_mb, managed_memory_mb=self.managed_memory_mb)
+
+    @staticmethod
+    def builder(name: str) -> "SlotSharingGroup.Builder":
+        return SlotSharingGroup.Builder(name)
+
+    class Builder:
+        def __init__(self, name: str) -> None:
+            self._g = SlotSharingGroup(name)
+
+        def set_cpu_cores(self, cpu_cores: float) -> "SlotSharingGroup.Builder":
+            self._g.cpu_cores = cpu_cores
+            return self
+
+        def set_task_heap_memory_mb(self, mb: int) -> "SlotSharingGroup.Builder":
+            self._g.task_heap_memory_mb = mb
+            return self
+
+        def set_managed_memory_mb(self, mb: int) -> "SlotSharingGroup.Builder":
+            self._g.managed_memory_mb = mb
+            return self
+
+        def build(self) -> "SlotSharingGroup":
+            return self._g
+
+
+class DataStreamSink:
+    """What sink_to / add_sink / print return: configure the sink operator."""
+
+    def __init__(self, transformation: OneInputTransformation) -> None:
+        self._t = transformation
+
+    def get_transformation(self) -> Transformation:
+        return self._t
+
+    def name(self, name: str) -> "DataStreamSink":
+        self._t.name = name
+        return self
+
+    def uid(self, uid: str) -> "DataStreamSink":
+        self._t.uid = uid
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> "DataStreamSink":
+        self._t.uid_hash = uid_hash  # type: ignore[attr-defined]
+        return self
+
+    def set_description(self, description: str) -> "DataStreamSink":
+        self._t.description = description  # type: ignore[attr-defined]
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "DataStreamSink":
+        self._t.parallelism = _check_parallelism(f"set_parallelism() on '{self._t.name}'", parallelism)
+        self._t.parallelism_configured = True
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> "DataStreamSink":
+        self._t.max_parallelism = _check_parallelism(f"set_max_parallelism() on '{self._t.name}'", max_parallelism)
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStreamSink":
+        name, resources = _slot_sharing(slot_sharing_group)
+        self._t.slot_sharing_group = name
+        if resources is not None:
+            self._t.resources = resources
+        return self
+
+    def disable_chaining(self) -> "DataStreamSink":
+        self._t.chaining_strategy = ChainingStrategy.NEVER
+        return self
+
+    def start_new_chain(self) -> "DataStreamSink":
+        self._t.chaining_strategy = ChainingStrategy.HEAD
+        return self
+
+
+# -- KeyedStream ------------------------------------------------------------------------------------
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key (PyFlink's KeyedStream); its operators see keyed state."""
+
+    def __init__(self, env: "StreamExecutionEnvironment", transformation: PartitionTransformation, key_selector: Any, key_type: Any = None) -> None:
+        super().__init__(env, transformation)
+        self._key_selector = key_selector
+        self._key_type = key_type
+
+    def get_key_selector(self) -> Any:
+        return self._key_selector
+
+    def get_key_type(self) -> Any:
+        return self._key_type
+
+    def _keyed(self, name: str, function: Any, output_type: Any) -> DataStream:
+        from runtime.api.operators.keyed_process import KeyedProcessOperator
+
+        return self._one_input(name, functools.partial(KeyedProcessOperator, self._key_selector, function), output_type, keyed=True)
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        _require_function("map", func, MapFunction, "MapFunction")
+        return self._keyed("Map", _KeyedAdapter(func, "map"), output_type)
+
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+        _require_function("flat_map", func, FlatMapFunction, "FlatMapFunction")
+        return self._keyed("Flat Map", _KeyedAdapter(func, "flat_map"), output_type)
+
+    def filter(self, func: Any) -> DataStream:
+        _require_function("filter", func, FilterFunction, "FilterFunction")
+        return self._keyed("Filter", _KeyedAdapter(func, "filter"), self._t.output_type)
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        if not isinstance(func, KeyedProcessFunction):
+            raise InvalidProgramError(f"process(): a KeyedStream needs a KeyedProcessFunction, got {_type_name(func)}")
+        return self._keyed("KeyedProcess", func, output_type)
+
+    def reduce(self, func: Any) -> DataStream:
+        _require_function("reduce", func, ReduceFunction, "ReduceFunction")
+        return self._reduce("Keyed Reduce", _as_reduce_function(func))
+
+    def _reduce(self, name: str, fn: ReduceFunction) -> DataStream:
+        from runtime.api.operators.keyed_reduce import KeyedReduceOperator
+
+        return self._one_input(name, functools.partial(KeyedReduceOperator, self._key_selector, fn), self._t.output_type, keyed=True)
+
+    def _aggregation(self, op: str, field: Any, fn: ReduceFunction) -> DataStream:
+        if not isinstance(field, (int, str)) or isinstance(field, bool):
+            raise InvalidProgramError(f"{op}(): expected a field position (int) or name (str), got {_type_name(field)}")
+        _check_field(f"{op}()", self._t.output_type, field)
+        return self._reduce("Keyed Aggregation", fn)
+
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
+        return self._aggregation("sum", position_to_sum, _SumReduce(position_to_sum))
+
+    def min(self, position_to_min: int | str = 0) -> DataStream:
+        return self._aggregation("min", position_to_min, _MinMaxReduce(position_to_min, True, False))
+
+    def max(self, position_to_max: int | str = 0) -> DataStream:
+        return self._aggregation("max", position_to_max, _MinMaxReduce(position_to_max, False, False))
+
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
+        return self._aggregation("min_by", position_to_min_by, _MinMaxReduce(position_to_min_by, True, True))
+
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
+        return self._aggregation("max_by", position_to_max_by, _MinMaxReduce(position_to_max_by, False, True))
+
+    def window(self, window_assigner: Any) -> "WindowedStream":
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+        return WindowedStream(self, _count_assigner(size, slide))
+
+    # a KeyedStream's partitioning is its key: no re-partitioning (PyFlink raises too)
+    def _partition(self, kind: PartitionerKind) -> DataStream:
+        raise InvalidProgramError(f"{kind.value}(): cannot override the partitioning of a KeyedStream")
+
+    def connect(self, ds: DataStream) -> "ConnectedStreams":
+        return super().connect(ds)
+
+
+def _count_assigner(size: int, slide: int | None) -> Any:
+    from runtime.api.datastream import window as w
+
+    if not isinstance(size, int) or size < 1:
+        raise InvalidProgramError(f"count_window(): size must be a positive int, got {size!r}")
+    if not slide:
+        return w.CountTumblingWindowAssigner.of(size)
+    return w.CountSlidingWindowAssigner.of(size, slide)
+
+
+# -- windows ----------------------------------------------------------------------------------------
+
+
+def _as_process_window_function(op: str, fn: Any) -> ProcessWindowFunction | None:
+    if fn is None:
+        return None
+    if isinstance(fn, ProcessWindowFunction):
+        return fn
+    if isinstance(fn, WindowFunction):
+        return _WindowFunctionAdapter(fn)
+    raise InvalidProgramError(f"{op}(): window_function must be a ProcessWindowFunction or a WindowFunction, got {_type_name(fn)}")
+
+
+class WindowedStream:
+    """keyed_stream.window(assigner) (PyFlink's WindowedStream)."""
+
+    def __init__(self, keyed_stream: KeyedStream, window_assigner: Any, parallelism: int | None = None) -> None:
+        self._keyed_stream = keyed_stream
+        self._assigner = window_assigner
+        self._trigger: Any = None
+        self._allowed_lateness = 0
+        self._parallelism = parallelism  # window_all forces 1
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._keyed_stream._env
+
+    def get_input_type(self) -> Any:
+        return self._keyed_stream.get_type()
+
+    def trigger(self, trigger: Any) -> "WindowedStream":
+        self._trigger = trigger
+        return self
+
+    def allowed_lateness(self, time_ms: Any) -> "WindowedStream":
+        ms = _to_ms(time_ms)
+        if ms < 0:
+            raise InvalidProgramError(f"allowed_lateness(): must not be negative, got {ms}")
+        self._allowed_lateness = ms
+        return self
+
+    def _window_op(self, kind: str, spec: tuple, output_type: Any) -> DataStream:
+        from runtime.api.operators.window_operator import WindowOperator
+
+        ks = self._keyed_stream
+        name = f"Window({self._assigner!r}, {kind})"
+        factory = functools.partial(WindowOperator, ks._key_selector, self._assigner, self._trigger, spec, self._allowed_lateness)
+        return self._finish(ks._one_input(name, factory, output_type, keyed=True))
+
+    def _finish(self, ds: DataStream) -> DataStream:
+        if self._parallelism is not None:
+            ds._t.parallelism = self._parallelism
+            ds._t.parallelism_configured = True
+            ds._t.max_parallelism = self._parallelism
+        return ds
+
+    def reduce(self, reduce_function: Any, window_function: Any = None, output_type: Any = None) -> DataStream:
+        _require_function("reduce", reduce_function, ReduceFunction, "ReduceFunction")
+        pwf = _as_process_window_function("reduce", window_function)
+        otype = output_type if output_type is not None or pwf is not None else self._keyed_stream.get_type()
+        return self._window_op("reduce", ("reduce", _as_reduce_function(reduce_function), pwf), otype)
+
+    def aggregate(self, aggregate_function: Any, window_function: Any = None, accumulator_type: Any = None,
+                  output_type: Any = None) -> DataStream:
+        try:
+            from runtime.api.datastream.aggregates import ColumnarAggregate
+        except ImportError:  # pragma: no cover - OPS's module missing
+            ColumnarAggregate = ()  # type: ignore[assignment,misc]
+        if ColumnarAggregate and isinstance(aggregate_function, ColumnarAggregate):
+            return self._columnar_aggregate(aggregate_function, window_function, output_type)
+        if not isinstance(aggregate_function, AggregateFunction):
+            raise InvalidProgramError(
+                f"aggregate(): expected an AggregateFunction or a ColumnarAggregate, got {_type_name(aggregate_function)}"
+            )
+        pwf = _as_process_window_function("aggregate", window_function)
+        return self._window_op("aggregate", ("aggregate", aggregate_function, pwf), output_type)
+
+    def _columnar_aggregate(self, agg: Any, window_function: Any, output_type: Any) -> DataStream:
+        from runtime.api.datastream import window as w
+        from runtime.api.operators.window_operator import ColumnarWindowAggregateOperator
+
+        time_windows = tuple(
+            getattr(w, n) for n in ("TumblingEventTimeWindows", "SlidingEventTimeWindows",
+                                    "TumblingProcessingTimeWindows", "SlidingProcessingTimeWindows") if hasattr(w, n)
+        )
+        problems = []
+        if not isinstance(self._assigner, time_windows):
+            problems.append(f"a tumbling or sliding time window (got {self._assigner!r})")
+        if not isinstance(self._keyed_stream._key_selector, str):
+            problems.append("key_by(<field name>) (got a key selector function)")
+        if self._trigger is not None:
+            problems.append("no custom trigger")
+        if self._allowed_lateness:
+            problems.append("no allowed lateness")
+        if window_function is not None:
+            problems.append("no window function")
+        if problems:
+            raise InvalidProgramError("aggregate(): a ColumnarAggregate needs " + ", ".join(problems))
+        ks = self._keyed_stream
+        name = f"ColumnarWindowAggregate({self._assigner!r})"
+        factory = functools.partial(ColumnarWindowAggregateOperator, ks._key_selector, self._assigner, agg)
+        return self._finish(ks._one_input(name, factory, output_type, keyed=True))
+
+    def process(self, process_window_function: Any, output_type: Any = None) -> DataStream:
+        if not isinstance(process_window_function, ProcessWindowFunction):
+            raise InvalidProgramError(f"process(): expected a ProcessWindowFunction, got {_type_name(process_window_function)}")
+        return self._window_op("process", ("process", process_window_function), output_type)
+
+    def apply(self, window_function: Any, output_type: Any = None) -> DataStream:
+        if not isinstance(window_function, WindowFunction):
+            raise InvalidProgramError(f"apply(): expected a WindowFunction, got {_type_name(window_function)}")
+        return self._window_op("apply", ("process", _WindowFunctionAdapter(window_function)), output_type)
+
+
+class AllWindowedStream:
+    """stream.window_all(assigner): one non-parallel window operator over a constant key (as Flink)."""
+
+    def __init__(self, stream: DataStream, window_assigner: Any) -> None:
+        keyed = stream.key_by(_NullKeySelector())
+        self._ws = WindowedStream(keyed, window_assigner, parallelism=1)
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._ws.get_execution_environment()
+
+    def trigger(self, trigger: Any) -> "AllWindowedStream":
+        self._ws.trigger(trigger)
+        return self
+
+    def allowed_lateness(self, time_ms: Any) -> "AllWindowedStream":
+        self._ws.allowed_lateness(time_ms)
+        return self
+
+    def reduce(self, reduce_function: Any, window_function: Any = None, output_type: Any = None) -> DataStream:
+        wf = None if window_function is None else _AllWindowAdapter(window_function, _all_kind("reduce", window_function))
+        return self._ws.reduce(reduce_function, wf, output_type)
+
+    def aggregate(self, aggregate_function: Any, window_function: Any = None, accumulator_type: Any = None,
+                  output_type: Any = None) -> DataStream:
+        wf = None if window_function is None else _AllWindowAdapter(window_function, _all_kind("aggregate", window_function))
+        return self._ws.aggregate(aggregate_function, wf, accumulator_type, output_type)
+
+    def process(self, process_all_window_function: Any, output_type: Any = None) -> DataStream:
+        if not hasattr(process_all_window_function, "process"):
+            raise InvalidProgramError(f"process(): expected a ProcessAllWindowFunction, got {_type_name(process_all_window_function)}")
+        return self._ws.process(_AllWindowAdapter(process_all_window_function, "process"), output_type)
+
+    def apply(self, all_window_function: Any, output_type: Any = None) -> DataStream:
+        if not hasattr(all_window_function, "apply"):
+            raise InvalidProgramError(f"apply(): expected an AllWindowFunction, got {_type_name(all_window_function)}")
+        return self._ws.process(_AllWindowAdapter(all_window_function, "apply"), output_type)
+
+
+def _all_kind(op: str, fn: Any) -> str:
+    if hasattr(fn, "process"):
+        return "process"
+    if hasattr(fn, "apply"):
+        return "apply"
+    raise InvalidProgramError(f"{op}(): window_function must be a ProcessAllWindowFunction or AllWindowFunction, got {_type_name(fn)}")
+
+
+# -- ConnectedStreams -------------------------------------------------------------------------------
+
+
+class ConnectedStreams:
+    """stream1.connect(stream2) (PyFlink's ConnectedStreams)."""
+
+    def __init__(self, env: "StreamExecutionEnvironment", stream1: DataStream, stream2: DataStream) -> None:
+        self._env = env
+        self.stream1 = stream1
+        self.stream2 = stream2
+
+    def _is_keyed(self) -> bool:
+        return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
+
+    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> "ConnectedStreams":
+        return ConnectedStreams(
+            self._env, self.stream1.key_by(key_selector1, key_type), self.stream2.key_by(key_selector2, key_type)
+        )
+
+    def _two_input(self, name: str, factory: Callable[[], Any], output_type: Any, keyed: bool) -> DataStream:
+        t = TwoInputTransformation(
+            name=name, input1=self.stream1._t, input2=self.stream2._t, operator_factory=factory,
+            output_type=output_type, keyed=keyed,
+        )
+        return DataStream(self._env, t)
+
+    def _keyed_co(self, name: str, fn: Any, output_type: Any) -> DataStream:
+        from runtime.api.operators.co_process import KeyedCoProcessOperator
+
+        ks1 = self.stream1._key_selector  # type: ignore[attr-defined]
+        ks2 = self.stream2._key_selector  # type: ignore[attr-defined]
+        return self._two_input(name, functools.partial(KeyedCoProcessOperator, ks1, ks2, fn), output_type, True)
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        if not isinstance(func, CoMapFunction):
+            raise InvalidProgramError(f"map(): expected a CoMapFunction, got {_type_name(func)}")
+        if self._is_keyed():
+            return self._keyed_co("Co-Map", _KeyedCoAdapter(func, "map"), output_type)
+        from runtime.api.operators.simple import CoStreamMap
+
+        return self._two_input("Co-Map", functools.partial(CoStreamMap, func), output_type, False)
+
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+        if not isinstance(func, CoFlatMapFunction):
+            raise InvalidProgramError(f"flat_map(): expected a CoFlatMapFunction, got {_type_name(func)}")
+        if self._is_keyed():
+            return self._keyed_co("Co-Flat Map", _KeyedCoAdapter(func, "flat_map"), output_type)
+        from runtime.api.operators.simple import CoStreamFlatMap
+
+        return self._two_input("Co-Flat Map", functools.partial(CoStreamFlatMap, func), output_type, False)
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        if self._is_keyed():
+            if not isinstance(func, KeyedCoProcessFunction):
+                raise InvalidProgramError(f"process(): keyed connected streams need a KeyedCoProcessFunction, got {_type_name(func)}")
+            return self._keyed_co("Keyed Co-Process", func, output_type)
+        if not isinstance(func, CoProcessFunction):
+            hint = "; key both streams first (key_by)" if isinstance(func, KeyedCoProcessFunction) else ""
+            raise InvalidProgramError(f"process(): expected a CoProcessFunction, got {_type_name(func)}{hint}")
+        from runtime.api.operators.simple import CoProcessOperator
+
+        return self._two_input("Co-Process", functools.partial(CoProcessOperator, func), output_type, False)
