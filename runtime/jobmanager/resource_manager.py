@@ -177,6 +177,7 @@ class ResourceManager(RpcEndpoint):
                 m.RequestSlot(allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id),
                 timeout=10,
             )
+            self.slot_manager.confirm(a.tm_id, a.slot_index, a.allocation_id)
         except Exception as e:  # noqa: BLE001
             log.warning("[ResourceManager] slot request to %s failed: %s", a.tm_id, e)
             tmr = self.slot_manager.task_managers.get(a.tm_id)

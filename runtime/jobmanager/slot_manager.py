@@ -101,6 +101,12 @@ class SlotManager:
                     req.allocations.discard(info.allocation_id)
             info.state, info.allocation_id, info.job_id = st.state, st.allocation_id, st.job_id
 
+    def confirm(self, tm_id: str, slot_index: int, allocation_id: str) -> None:
+        """The TaskExecutor acknowledged our slot request: its reports are authoritative again."""
+        tmr = self.task_managers.get(tm_id)
+        if tmr is not None and tmr.slots[slot_index].allocation_id == allocation_id:
+            tmr.slots[slot_index].pending = False
+
     # requirements ---------------------------------------------------------------------------
     def declare(self, job_id: str, job_master_endpoint: str, slots: int) -> None:
         if slots <= 0:

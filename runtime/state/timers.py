@@ -178,10 +178,13 @@ class InternalTimerService:
     def _on_processing_time(self, time: int) -> None:
         """Callback of the ProcessingTimeService (task thread)."""
         self._physical.discard(time)
+        # fire everything due by the clock now, not only by the physical timer's time: a late
+        # callback then makes one firing round (one output batch) instead of several
+        due = max(time, self.current_processing_time())
         backend, q, trig = self._backend, self._processing, self._triggerable
         fired = False
         while True:
-            t = q.pop_if_le(time)
+            t = q.pop_if_le(due)
             if t is None:
                 break
             fired = True

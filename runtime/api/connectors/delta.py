@@ -76,21 +76,22 @@ def batch_to_arrow(batch: RecordBatch, schema: Any) -> Any:
         if schema is not None:
             table = table.select(schema.names).cast(schema)
         return table
-    rows = batch.rows()
-    first = rows[0]
-    if isinstance(first, dict):
-        dicts = rows
-    elif isinstance(first, Row) and first.field_names is not None:
-        dicts = [r.as_dict() for r in rows]
-    elif schema is not None and isinstance(first, (Row, tuple, list)):
-        names = schema.names
-        dicts = [dict(zip(names, r)) for r in rows]
-    else:
-        raise InvalidProgramError(
-            f"DeltaSink: cannot turn {type(first).__name__} records into columns; emit named Rows or dicts, "
-            "or give DeltaSink a schema"
-        )
+    names = None if schema is None else schema.names
+    dicts = [_as_dict(r, names) for r in batch.rows()]
     return pa.Table.from_pylist(dicts, schema=schema)
+
+
+def _as_dict(r: Any, names: list[str] | None) -> dict[str, Any]:
+    if isinstance(r, dict):
+        return r
+    if isinstance(r, Row) and r.field_names is not None:
+        return r.as_dict()
+    if names is not None and isinstance(r, (Row, tuple, list)):
+        return dict(zip(names, r))
+    raise InvalidProgramError(
+        f"DeltaSink: cannot turn a {type(r).__name__} record into columns; emit named Rows or dicts, "
+        "or give DeltaSink a schema"
+    )
 
 
 def _column_stats(table: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
@@ -308,7 +309,7 @@ class DeltaSinkCoordinator:
                 f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
                 f"subtask(s) {missing}; nothing committed"
             )
-        files = [f for _, fs in sorted(self._files.items()) for f in fs]
+        files = [f for _, (_, fs) in sorted(self._files.items()) for f in fs]
         if self._schema is None:
             # no data and no declared schema: nothing to create or commit
             self._committed = True

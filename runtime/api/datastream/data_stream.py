@@ -844,7 +844,8 @@ class WindowedStream:
 
     def _columnar_aggregate(self, agg: Any, window_function: Any, output_type: Any) -> DataStream:
         from runtime.api.datastream import window as w
-        from runtime.api.operators.window_operator import ColumnarWindowAggregateOperator
+
+        ColumnarWindowAggregateOperator = _columnar_operator_class()
 
         time_windows = tuple(
             getattr(w, n) for n in ("TumblingEventTimeWindows", "SlidingEventTimeWindows",
@@ -877,6 +878,21 @@ class WindowedStream:
         if not isinstance(window_function, WindowFunction):
             raise InvalidProgramError(f"apply(): expected a WindowFunction, got {_type_name(window_function)}")
         return self._window_op("apply", ("process", _WindowFunctionAdapter(window_function)), output_type)
+
+
+def _columnar_operator_class() -> Any:
+    import importlib
+
+    # OPS's ColumnarWindowAggregateOperator: in window_operator.py or a module of its own
+    for mod in ("runtime.api.operators.window_operator", "runtime.api.operators.columnar_window",
+                "runtime.api.operators.columnar_window_aggregate", "runtime.api.operators.columnar"):
+        try:
+            cls = getattr(importlib.import_module(mod), "ColumnarWindowAggregateOperator", None)
+        except ImportError:
+            continue
+        if cls is not None:
+            return cls
+    raise InvalidProgramError("aggregate(): ColumnarWindowAggregateOperator is not available in this build")
 
 
 class AllWindowedStream:

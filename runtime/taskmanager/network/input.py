@@ -48,6 +48,11 @@ class InputChannel(ABC):
     def check_request_timeout(self, now: float) -> None:
         """Raise if the partition request has been pending for too long (default: never)."""
 
+    @property
+    def request_deadline(self) -> float | None:
+        """When a pending request times out on the task thread (None: not timed here)."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Stop reading (cancel or end); idempotent."""
@@ -200,7 +205,7 @@ class InputGate:
                     now = time.monotonic()
                     wake = deadline
                     for c in self.channels:  # pending local requests time out on this thread
-                        d = getattr(c, "request_deadline", None)
+                        d = c.request_deadline
                         if d is not None:
                             c.check_request_timeout(now)
                             wake = min(wake, d + 0.001)

@@ -245,13 +245,13 @@ class ResultPartition:
             if self._state in (_State.FAILED, _State.RELEASED):
                 raise self._error_locked()
             sp = self._subs[subpartition]
-            if sp.view is not None and not sp.view.released:
+            if sp.view is not None:
+                # Flink: PipelinedSubpartition.createReadView -- a pipelined subpartition can be
+                # consumed only once; a restarted consumer needs a restarted producer attempt
                 raise PartitionError(
-                    f"subpartition {subpartition} of {self.id} already has a reader", self.id.partition_id
-                )
-            if sp.consumed:
-                raise PartitionReleasedError(
-                    f"subpartition {subpartition} of {self.id} was already consumed", self.id.partition_id
+                    f"subpartition {subpartition} of {self.id} is being (or has been) consumed; "
+                    "pipelined subpartitions can only be consumed once",
+                    self.id.partition_id,
                 )
             view = SubpartitionView(self, sp, listener)
             sp.view = view
@@ -320,7 +320,8 @@ class SubpartitionView:
             return bool(q) and (data_allowed or not isinstance(q[0], RecordBatch))
 
     def release(self) -> None:
-        """The reader went away (consumer canceled); a new reader may attach later."""
+        """The reader went away (consumer canceled). The producer keeps its data until the
+        partition is released (a pipelined subpartition is never read twice)."""
         with self.partition._lock:
             self.released = True
 

@@ -178,3 +178,13 @@ def test_local_gate_errors() -> None:
         gate2.poll_next(5.0)
     with pytest.raises(ProducerFailedError):
         gate2.poll_next(0.0)
+
+
+def test_pipelined_subpartition_is_consumed_once() -> None:
+    from runtime.taskmanager.network.errors import PartitionError
+
+    p = ResultPartition("once:0", 1, producer_attempt_id="a")
+    v = p.create_view(0, lambda: None)
+    v.release()
+    with pytest.raises(PartitionError, match="only be consumed once"):
+        p.create_view(0, lambda: None)

@@ -7,20 +7,26 @@ import pytest
 
 from runtime.core.records import ColumnBatch, EndOfPartition, ObjectBatch, RecordBatch, StreamElement, Watermark
 from runtime.graph.transformations import PartitionerKind
-from runtime.taskmanager.network.partition import ResultPartition
+from runtime.taskmanager.network.partition import ResultPartition, SubpartitionView
 from runtime.taskmanager.network.partitioners import create_partitioner
 from runtime.taskmanager.network.writer import OutputFlusher, RecordWriter
 
 pytestmark = pytest.mark.unit
 
 
+_views: dict[tuple[int, int], SubpartitionView] = {}
+
+
 def drain(partition: ResultPartition, sub: int) -> list[StreamElement]:
-    view = partition.create_view(sub, lambda: None)
+    """Everything queued in one subpartition now (one reader per subpartition, reused)."""
+    key = (id(partition), sub)
+    if key not in _views:
+        _views[key] = partition.create_view(sub, lambda: None)
+    view = _views[key]
     out: list[StreamElement] = []
     while True:
         el, _ = view.poll()
         if el is None:
-            view.release()
             return out
         out.append(el)
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Idempotent set-up: creates .venv and installs Millrace with its dependencies.
+# Needs only Python 3.11+ and Java 17 on the machine. Re-installs when pyproject.toml changes.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+  echo "Millrace needs Python 3.11 or newer (found: $("$py" --version 2>&1))" >&2; exit 1
+fi
+if ! command -v java >/dev/null 2>&1; then
+  echo "Millrace needs Java 17 for Spark: install a JDK 17 (e.g. apt-get install openjdk-17-jre-headless)" >&2; exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+stamp=.venv/.millrace-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[test]"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,276 @@
+"""StreamExecutionEnvironment (PyFlink's pyflink.datastream.StreamExecutionEnvironment).
+
+Collects the transformations that sinks register, compiles them (StreamGraph -> JobGraph) and
+hands the JobGraph to the current PipelineExecutor (runtime.api.execution).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
+from runtime.api.datastream.data_stream import DataStream
+from runtime.core.errors import InvalidProgramError
+from runtime.graph.transformations import OneInputTransformation, SourceTransformation, Transformation
+
+DEFAULT_JOB_NAME = "Millrace Streaming Job"
+DEFAULT_MAX_PARALLELISM = 128
+
+# Flink's option keys
+PARALLELISM_KEY = "parallelism.default"
+MAX_PARALLELISM_KEY = "pipeline.max-parallelism"
+RUNTIME_MODE_KEY = "execution.runtime-mode"
+CHAINING_KEY = "pipeline.operator-chaining"
+BUFFER_TIMEOUT_KEY = "execution.buffer-timeout"
+WATERMARK_INTERVAL_KEY = "pipeline.auto-watermark-interval"
+CHECKPOINT_INTERVAL_KEY = "execution.checkpointing.interval"
+CHECKPOINT_MODE_KEY = "execution.checkpointing.mode"
+
+
+class ExecutionConfig:
+    """The part of Flink's ExecutionConfig that PyFlink programs commonly touch."""
+
+    def __init__(self, env: "StreamExecutionEnvironment") -> None:
+        self._env = env
+        self._global_job_parameters: dict[str, str] = {}
+        self._object_reuse = False
+
+    def set_auto_watermark_interval(self, interval: int) -> "ExecutionConfig":
+        # recorded: Millrace emits watermarks per batch (see TimestampsAndWatermarksOperator)
+        self._env._config.set_integer(WATERMARK_INTERVAL_KEY, interval)
+        return self
+
+    def get_auto_watermark_interval(self) -> int:
+        return self._env._config.get_integer(WATERMARK_INTERVAL_KEY, 200) or 200
+
+    def set_parallelism(self, parallelism: int) -> "ExecutionConfig":
+        self._env.set_parallelism(parallelism)
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._env.get_parallelism()
+
+    def set_max_parallelism(self, max_parallelism: int) -> "ExecutionConfig":
+        self._env.set_max_parallelism(max_parallelism)
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._env.get_max_parallelism()
+
+    def set_global_job_parameters(self, global_job_parameters: Any) -> "ExecutionConfig":
+        items = global_job_parameters.to_dict() if isinstance(global_job_parameters, Configuration) else dict(global_job_parameters)
+        self._global_job_parameters = {str(k): str(v) for k, v in items.items()}
+        return self
+
+    def get_global_job_parameters(self) -> dict[str, str]:
+        return dict(self._global_job_parameters)
+
+    def enable_object_reuse(self) -> "ExecutionConfig":
+        self._object_reuse = True  # recorded only: records are never copied inside a chain anyway
+        return self
+
+    def disable_object_reuse(self) -> "ExecutionConfig":
+        self._object_reuse = False
+        return self
+
+    def is_object_reuse_enabled(self) -> bool:
+        return self._object_reuse
+
+
+class StreamExecutionEnvironment:
+    def __init__(self, configuration: Configuration | dict[str, Any] | None = None) -> None:
+        self._config = Configuration(configuration)
+        self._parallelism = self._config.get_integer(PARALLELISM_KEY, 1) or 1
+        self._max_parallelism = self._config.get_integer(MAX_PARALLELISM_KEY, DEFAULT_MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM
+        self._runtime_mode = RuntimeExecutionMode(self._config.get_string(RUNTIME_MODE_KEY, "STREAMING").upper())
+        self._transformations: list[Transformation] = []
+        self._execution_config = ExecutionConfig(self)
+
+    @staticmethod
+    def get_execution_environment(configuration: Configuration | dict[str, Any] | None = None) -> "StreamExecutionEnvironment":
+        return StreamExecutionEnvironment(configuration)
+
+    # -- settings --------------------------------------------------------------------------------
+    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise InvalidProgramError(f"set_parallelism(): parallelism must be a positive int, got {parallelism!r}")
+        self._parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        if not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= (1 << 15):
+            raise InvalidProgramError(f"set_max_parallelism(): must be in [1, 32768], got {max_parallelism!r}")
+        self._max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode | str) -> "StreamExecutionEnvironment":
+        try:
+            self._runtime_mode = RuntimeExecutionMode(str(getattr(execution_mode, "value", execution_mode)).upper())
+        except ValueError:
+            raise InvalidProgramError(f"set_runtime_mode(): unknown mode {execution_mode!r}; use STREAMING, BATCH or AUTOMATIC") from None
+        return self
+
+    def get_runtime_mode(self) -> RuntimeExecutionMode:
+        return self._runtime_mode
+
+    def get_config(self) -> ExecutionConfig:
+        return self._execution_config
+
+    def get_configuration(self) -> Configuration:
+        return self._config
+
+    def configure(self, configuration: Configuration | dict[str, Any]) -> "StreamExecutionEnvironment":
+        self._config.add_all(configuration)
+        c = self._config
+        self._parallelism = c.get_integer(PARALLELISM_KEY, self._parallelism) or self._parallelism
+        self._max_parallelism = c.get_integer(MAX_PARALLELISM_KEY, self._max_parallelism) or self._max_parallelism
+        if c.contains_key(RUNTIME_MODE_KEY):
+            self.set_runtime_mode(c.get_string(RUNTIME_MODE_KEY) or "STREAMING")
+        return self
+
+    def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
+        self._config.set_boolean(CHAINING_KEY, False)
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return bool(self._config.get_boolean(CHAINING_KEY, True))
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+        # passed to the network layer through the job config (Flink's execution.buffer-timeout)
+        self._config.set_integer(BUFFER_TIMEOUT_KEY, timeout_millis)
+        return self
+
+    def get_buffer_timeout(self) -> int:
+        return self._config.get_integer(BUFFER_TIMEOUT_KEY, 100) or 100
+
+    def enable_checkpointing(self, interval: int, mode: Any = None) -> "StreamExecutionEnvironment":
+        """Recorded in the job config for the checkpoint coordinator (execution.checkpointing.*)."""
+        self._config.set_integer(CHECKPOINT_INTERVAL_KEY, interval)
+        if mode is not None:
+            self._config.set_string(CHECKPOINT_MODE_KEY, str(getattr(mode, "name", mode)))
+        return self
+
+    # -- sources ---------------------------------------------------------------------------------
+    def from_collection(self, collection: Sequence[Any], type_info: Any = None) -> DataStream:
+        from runtime.api.common.watermark_strategy import WatermarkStrategy
+        from runtime.api.connectors.collection import CollectionSource
+
+        if isinstance(collection, (str, bytes)) or not hasattr(collection, "__iter__"):
+            raise InvalidProgramError(f"from_collection(): expected a list or tuple, got {type(collection).__name__}")
+        return self.from_source(CollectionSource(list(collection), type_info), WatermarkStrategy.no_watermarks(), "Collection Source", type_info)
+
+    def from_sequence(self, start: int, end: int) -> DataStream:
+        from runtime.api.common.typeinfo import Types
+        from runtime.api.common.watermark_strategy import WatermarkStrategy
+        from runtime.api.connectors.generator import NumberSequenceSource
+
+        return self.from_source(NumberSequenceSource(start, end), WatermarkStrategy.no_watermarks(), "Sequence Source", Types.LONG())
+
+    def from_source(self, source: Any, watermark_strategy: Any, source_name: str, type_info: Any = None) -> DataStream:
+        from runtime.api.common.watermark_strategy import WatermarkStrategy
+        from runtime.api.connectors.base import Source
+        from runtime.api.operators.simple import TimestampsAndWatermarksOperator
+
+        if not isinstance(source, Source):
+            raise InvalidProgramError(f"from_source(): expected a Source (e.g. DataGeneratorSource), got {type(source).__name__}")
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise InvalidProgramError(f"from_source(): expected a WatermarkStrategy, got {type(watermark_strategy).__name__}")
+        out_type = type_info if type_info is not None else source.get_type_info()
+        st = SourceTransformation(
+            name=source_name, operator_factory=source.create_operator, bounded=source.is_bounded(), output_type=out_type
+        )
+        if source.max_parallelism() == 1:
+            st.parallelism, st.parallelism_configured, st.max_parallelism = 1, True, 1
+            st._non_parallel = True  # type: ignore[attr-defined]
+        if not watermark_strategy.generates_watermarks and watermark_strategy.timestamp_assigner is None:
+            return DataStream(self, st)
+        # Flink generates watermarks inside the source operator; Millrace chains a
+        # TimestampsAndWatermarksOperator right after it (same parallelism, same chain)
+        import functools
+
+        wt = OneInputTransformation(
+            name=f"{source_name}: Timestamps/Watermarks",
+            input=st,
+            operator_factory=functools.partial(TimestampsAndWatermarksOperator, watermark_strategy),
+            output_type=out_type,
+            parallelism=st.parallelism,
+            parallelism_configured=st.parallelism_configured,
+            max_parallelism=st.max_parallelism,
+        )
+        return DataStream(self, wt, config_transformation=st, mirrors=[wt])
+
+    def add_source(self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
+        from runtime.api.common.watermark_strategy import WatermarkStrategy
+
+        return self.from_source(source_func, WatermarkStrategy.no_watermarks(), source_name, type_info)
+
+    # -- compile and run -------------------------------------------------------------------------
+    def _add_transformation(self, t: Transformation) -> None:
+        self._transformations.append(t)
+
+    def _job_config(self) -> dict[str, str]:
+        cfg = self._config.to_dict()
+        cfg[PARALLELISM_KEY] = str(self._parallelism)
+        cfg[MAX_PARALLELISM_KEY] = str(self._max_parallelism)
+        cfg[RUNTIME_MODE_KEY] = self._runtime_mode.value
+        # global job parameters are read by RuntimeContext.get_job_parameter(key) from the job config
+        for k, v in self._execution_config.get_global_job_parameters().items():
+            cfg.setdefault(k, v)
+        return cfg
+
+    def get_stream_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> Any:
+        from runtime.graph.stream_graph_generator import generate_stream_graph
+
+        if not self._transformations:
+            raise InvalidProgramError(
+                "no sinks defined in the program: add a sink (print(), sink_to(), add_sink(), execute_and_collect()) before executing"
+            )
+        sg = generate_stream_graph(
+            list(self._transformations),
+            job_name or DEFAULT_JOB_NAME,
+            self._parallelism,
+            self._max_parallelism,
+            self._runtime_mode.value,
+            self._job_config(),
+        )
+        if clear_transformations:
+            self._transformations.clear()  # like Flink: a second execute() runs only new sinks
+        return sg
+
+    def get_job_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> Any:
+        from runtime.graph.job_graph_builder import build_job_graph
+
+        return build_job_graph(self.get_stream_graph(job_name, clear_transformations))
+
+    def get_execution_plan(self) -> str:
+        sg = self.get_stream_graph()
+        lines = []
+        for n in sg.topological_order():
+            ins = ", ".join(f"{e.source_id}[{e.partitioner.kind.value}]" for e in n.in_edges)
+            lines.append(f"{n.id}: {n.name} (p={n.parallelism}){' <- ' + ins if ins else ''}")
+        return "\n".join(lines)
+
+    def execute_async(self, job_name: str | None = None) -> Any:
+        """Submit the job and return its JobClient without waiting."""
+        from runtime.api.execution import current_executor
+
+        job_graph = self.get_job_graph(job_name, clear_transformations=True)
+        return current_executor(job_graph.config or self._job_config()).execute(job_graph)
+
+    def execute(self, job_name: str | None = None) -> Any:
+        """Run the job to the end; returns its JobExecutionResult (raises JobExecutionError)."""
+        client = self.execute_async(job_name)
+        try:
+            return client.get_job_execution_result()
+        finally:
+            close = getattr(client, "close", None)
+            if close is not None:
+                close()
+
+    def close(self) -> None:
+        self._transformations.clear()

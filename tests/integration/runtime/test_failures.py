@@ -1,0 +1,149 @@
+"""Failures and bad input on a real MiniCluster with local-process TaskManagers."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from runtime.api.common import Configuration
+from runtime.api.connectors.generator import DataGeneratorSource
+from runtime.api.common import WatermarkStrategy
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.api.execution import use_executor
+from runtime.core.errors import AuthenticationError, JobExecutionError
+from runtime.core.states import JobStatus
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.rpc.service import RpcService
+
+
+def _slow_job(env: StreamExecutionEnvironment, events: int = 10_000_000, delay_s: float = 0.01) -> None:
+    def slow(x: int) -> int:
+        if x % 1000 == 0:
+            time.sleep(delay_s)
+        return x
+
+    src = DataGeneratorSource(lambda i: i, events, batch_size=1000)
+    env.from_source(src, WatermarkStrategy.no_watermarks(), "numbers").map(slow).name("slow map").print()
+
+
+def _job_graph(env: StreamExecutionEnvironment, name: str):
+    return env.get_job_graph(name)
+
+
+def test_user_exception_fails_job_with_type_message_traceback_operator_and_subtask(mini_cluster: MiniCluster) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+
+    def explode_at_777(x: int) -> int:
+        if x == 777:
+            raise ValueError(f"bad record {x}")
+        return x
+
+    src = DataGeneratorSource(lambda i: i, 5000, batch_size=100)
+    env.from_source(src, WatermarkStrategy.no_watermarks(), "numbers").map(explode_at_777).name("exploding map").print()
+    with use_executor(mini_cluster.executor()):
+        with pytest.raises(JobExecutionError) as info:
+            env.execute("exploding")
+    err = info.value
+    text = str(err)
+    assert err.cause_info is not None
+    assert err.cause_info.type_name == "ValueError"
+    assert "bad record 777" in text
+    assert "exploding map" in text  # the operator
+    assert "/2)" in (err.cause_info.task or "")  # the subtask, e.g. "... (1/2)#0"
+    assert "explode_at_777" in err.cause_info.traceback  # the user's frame in the task's traceback
+    assert "FAILED" in text
+
+
+def test_killed_task_manager_fails_job_within_5s_naming_it(mini_cluster: MiniCluster) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    _slow_job(env)
+    client = mini_cluster.submit(_job_graph(env, "long-running"))
+    tms = mini_cluster.wait_for_task_managers(2, timeout=30)
+    deadline = time.monotonic() + 30
+    while client.get_job_status() is not JobStatus.RUNNING or not all(t.slots_free == 0 for t in mini_cluster.task_managers()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)  # tasks are running now
+    victim = tms[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    with pytest.raises(JobExecutionError) as info:
+        client.get_job_execution_result(timeout=30)
+    elapsed = time.monotonic() - killed_at
+    assert elapsed < 5.0, f"job took {elapsed:.1f}s to fail after the TaskManager died"
+    assert client.get_job_status() is JobStatus.FAILED
+    assert victim.tm_id in str(info.value)
+    assert "lost" in str(info.value)
+
+
+def test_job_that_cannot_get_its_slots_fails_saying_needed_and_had() -> None:
+    cluster = MiniCluster(MiniClusterConfig(provider="local", max_task_managers=1, tm_log_level="WARNING")).start()
+    try:
+        conf = Configuration()
+        conf.set_string("slot.request.timeout.s", "3")
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(2)
+        env.from_collection([1, 2, 3]).map(lambda x: x).set_parallelism(2).print()
+        with use_executor(cluster.executor()):
+            with pytest.raises(JobExecutionError) as info:
+                env.execute("too-big")
+        text = str(info.value)
+        assert "needs 2 slots and has 1" in text
+        assert "NoResourceAvailableError" in text
+    finally:
+        cluster.close()
+
+
+def test_unauthenticated_peers_are_refused_and_the_cluster_keeps_working(mini_cluster: MiniCluster, cluster_env: MiniCluster) -> None:
+    host, port = mini_cluster.address
+    # a raw socket speaking garbage
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.recv(64)  # the server's challenge
+        s.sendall(b"GET / HTTP/1.1\r\n\r\n" + b"x" * 100)
+        s.settimeout(5)
+        assert s.recv(64) == b""  # closed on us
+    # a real RPC client with the wrong secret
+    intruder = RpcService("not-the-secret", "intruder", listen=False).start()
+    try:
+        with pytest.raises(AuthenticationError):
+            intruder.connect(host, port)
+    finally:
+        intruder.stop()
+    assert mini_cluster.rpc.refused_connections >= 2
+    # the data port of a TaskManager refuses too
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1, 2, 3]).map(lambda x: x + 1).print()
+    with use_executor(mini_cluster.executor()):
+        env.execute("after-intruders")
+    tm = mini_cluster.task_managers()[0]
+    with socket.create_connection((tm.host if tm.host != socket.gethostname() else "127.0.0.1", tm.data_port), timeout=5) as s:
+        s.recv(64)
+        s.sendall(b"\x00" * 100)
+        s.settimeout(5)
+        assert s.recv(64) == b""
+
+
+def test_cancel_stops_tasks_and_frees_slots(mini_cluster: MiniCluster) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    _slow_job(env)
+    client = mini_cluster.submit(_job_graph(env, "to-cancel"))
+    mini_cluster.wait_for_task_managers(2, timeout=30)
+    deadline = time.monotonic() + 30
+    while not all(t.slots_free == 0 for t in mini_cluster.task_managers()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client.cancel()
+    with pytest.raises(JobExecutionError):
+        client.get_job_execution_result(timeout=30)
+    assert client.get_job_status() is JobStatus.CANCELED
+    deadline = time.monotonic() + 10
+    while not all(t.slots_free == t.slots_total for t in mini_cluster.task_managers()):
+        assert time.monotonic() < deadline, "slots were not freed after cancel"
+        time.sleep(0.05)

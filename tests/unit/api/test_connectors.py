@@ -1,0 +1,193 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.api.common import Types
+from runtime.api.connectors.collect import CloseableIterator, CollectSinkCoordinator, CollectSinkOperator
+from runtime.api.connectors.collection import CollectionSource
+from runtime.api.connectors.generator import DataGeneratorSource, NumberSequenceSource
+from runtime.api.connectors.print import PrintSinkOperator
+from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
+from runtime.core.row import Row
+from runtime.core.states import JobStatus
+from tests.unit.api.harness import FakeEventGateway, obj, open_operator, run_one_input, run_source
+
+pytestmark = pytest.mark.unit
+
+
+def _run_all_subtasks(source, parallelism):
+    return [run_source(source.create_operator(), subtask=i, parallelism=parallelism) for i in range(parallelism)]
+
+
+@pytest.mark.parametrize("count,batch_size,parallelism", [(0, 4, 2), (10, 3, 1), (100, 7, 3), (64, 8, 4), (5, 8, 4)])
+def test_generator_splits_cover_index_space_exactly_once(count, batch_size, parallelism):
+    src = DataGeneratorSource(lambda i: i, count, batch_size=batch_size)
+    outs = _run_all_subtasks(src, parallelism)
+    seen = [r for o in outs for r in o.records()]
+    assert sorted(seen) == list(range(count))
+    for o in outs:
+        assert all(len(b) <= batch_size for b in o.batches)
+        assert o.watermarks[-1:] == [MAX_TIMESTAMP]
+        recs = o.records()
+        assert recs == sorted(recs)  # each subtask walks forward
+
+
+def test_generator_subtasks_advance_together():
+    src = DataGeneratorSource(lambda i: i, 1000, batch_size=10)
+    outs = _run_all_subtasks(src, 4)
+    # the k-th batch of every subtask comes from the same stripe of 40 indices
+    for k in range(len(outs[0].batches)):
+        firsts = [o.batches[k].rows()[0] for o in outs if k < len(o.batches)]
+        assert max(firsts) - min(firsts) < 40
+
+
+def test_generator_is_deterministic_and_batch_path_agrees_with_record_path():
+    per_record = DataGeneratorSource(lambda i: Row(id=i, v=i * 2.5, ts=1000 + i), 50, batch_size=8)
+    batched = DataGeneratorSource(
+        None, 50, batch_generator=lambda idx: {"id": idx, "v": idx * 2.5, "ts": 1000 + idx}, batch_size=8
+    )
+    a = [r for o in _run_all_subtasks(per_record, 3) for r in o.records()]
+    b_outs = _run_all_subtasks(batched, 3)
+    assert all(isinstance(b, ColumnBatch) for o in b_outs for b in o.batches)
+    b = [r for o in b_outs for r in o.records()]
+    assert a == b
+    assert a == [r for o in _run_all_subtasks(per_record, 3) for r in o.records()]
+
+
+def test_number_sequence_inclusive():
+    outs = _run_all_subtasks(NumberSequenceSource(5, 20), 2)
+    assert sorted(r for o in outs for r in o.records()) == list(range(5, 21))
+
+
+def test_collection_source_batches_and_rows():
+    src = CollectionSource(list(range(20000)))
+    out = run_source(src.create_operator())
+    assert [len(b) for b in out.batches] == [8192, 8192, 3616]
+    assert out.records() == list(range(20000))
+    assert out.watermarks == [MAX_TIMESTAMP]
+    named = CollectionSource([(1, "a"), (2, "b")], Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()]))
+    out2 = run_source(named.create_operator())
+    assert isinstance(out2.batches[0], ColumnBatch)
+    assert out2.records() == [Row(id=1, name="a"), Row(id=2, name="b")]
+    # an unnamed ROW: tuples become Rows, objects path
+    out3 = run_source(CollectionSource([(1, None)], Types.ROW([Types.INT(), Types.STRING()])).create_operator())
+    assert out3.records() == [Row(1, None)]
+
+
+def test_collection_source_empty_and_other_subtasks():
+    assert run_source(CollectionSource([]).create_operator()).records() == []
+    assert run_source(CollectionSource([1, 2]).create_operator(), subtask=1, parallelism=2).records() == []
+
+
+def test_print_sink_prefix(capsys):
+    run_one_input(PrintSinkOperator(), [obj([1, "a"])])
+    assert capsys.readouterr().out == "1\na\n"
+    run_one_input(PrintSinkOperator(), [obj([1])], subtask=1, parallelism=2)
+    assert capsys.readouterr().out == "2> 1\n"
+    run_one_input(PrintSinkOperator("sink"), [obj([1])], subtask=0, parallelism=2)
+    assert capsys.readouterr().out == "sink:1> 1\n"
+
+
+# -- collect -----------------------------------------------------------------------------------------
+
+
+def _collect_through(coord, subtask, attempt, batches):
+    gw = FakeEventGateway(coordinator=coord, subtask=subtask, attempt=attempt)
+    run_one_input(CollectSinkOperator(), batches, subtask=subtask, parallelism=2, attempt=attempt, gateway=gw)
+
+
+def test_collect_coordinator_offsets_no_loss_no_duplicates():
+    coord = CollectSinkCoordinator("j", "collect", 2)
+    _collect_through(coord, 0, 0, [obj([1, 2]), obj([3])])
+    r = coord.handle_coordination_request({"offset": 0, "max_rows": 2})
+    assert r["rows"] == [1, 2] and r["next_offset"] == 2 and not r["finished"]
+    _collect_through(coord, 1, 0, [obj([10])])
+    r = coord.handle_coordination_request({"offset": 2})
+    assert r["rows"] == [3, 10] and r["next_offset"] == 4
+    # asking again from the same offset gives the same rows (a lost response is re-fetched)
+    assert coord.handle_coordination_request({"offset": 2})["rows"] == [3, 10]
+    coord.on_job_finished()
+    assert coord.handle_coordination_request({"offset": 4}) == {"rows": [], "next_offset": 4, "finished": True}
+
+
+def test_collect_coordinator_skips_replayed_rows_of_restarted_attempt():
+    coord = CollectSinkCoordinator("j", "collect", 2)
+    _collect_through(coord, 0, 0, [obj(["a", "b"])])  # attempt 0 delivered 2 rows, then "failed"
+    _collect_through(coord, 0, 1, [obj(["a", "b", "c"]), obj(["d"])])  # deterministic replay
+    coord.handle_event_from_operator(0, 0, {"type": "rows", "subtask": 0, "attempt": 0, "seq": 2, "rows": ["late"]})
+    assert coord.handle_coordination_request({"offset": 0})["rows"] == ["a", "b", "c", "d"]
+
+
+class FakeJobClient:
+    def __init__(self, coord: CollectSinkCoordinator, feed: list) -> None:
+        self.coord = coord
+        self.feed = feed  # callables run on each request, to simulate the job progressing
+        self.status = JobStatus.RUNNING
+        self.canceled = False
+        self.closed = False
+
+    @property
+    def job_id(self) -> str:
+        return "j"
+
+    def get_job_status(self):
+        return self.status
+
+    def get_job_execution_result(self, timeout=None):
+        if self.status is not JobStatus.FINISHED:
+            from runtime.core.errors import JobExecutionError
+
+            raise JobExecutionError("job j failed", "j")
+        return None
+
+    def send_coordination_request(self, node_id, request):
+        if self.feed:
+            self.feed.pop(0)()
+        return self.coord.handle_coordination_request(request)
+
+    def cancel(self):
+        self.canceled = True
+        self.status = JobStatus.CANCELED
+
+    def close(self):
+        self.closed = True
+
+
+def test_closeable_iterator_drains_until_job_finished():
+    coord = CollectSinkCoordinator("j", "collect", 1)
+    client = FakeJobClient(coord, [])
+
+    def finish():
+        coord.on_job_finished()
+        client.status = JobStatus.FINISHED
+
+    client.feed = [
+        lambda: coord.handle_event_from_operator(0, 0, {"type": "rows", "seq": 0, "rows": [1, 2]}),
+        lambda: None,
+        lambda: coord.handle_event_from_operator(0, 0, {"type": "rows", "seq": 2, "rows": [3]}),
+        finish,
+    ]
+    it = CloseableIterator(client, node_id=7, poll_interval_s=0.0)
+    assert list(it) == [1, 2, 3]
+    it.close()
+    assert client.closed and not client.canceled
+
+
+def test_closeable_iterator_raises_when_job_failed_and_close_cancels():
+    from runtime.core.errors import JobExecutionError
+
+    coord = CollectSinkCoordinator("j", "collect", 1)
+    client = FakeJobClient(coord, [])
+
+    def fail():
+        client.status = JobStatus.FAILED
+
+    client.feed = [fail]
+    with pytest.raises(JobExecutionError):
+        list(CloseableIterator(client, 1, poll_interval_s=0.0))
+
+    client2 = FakeJobClient(CollectSinkCoordinator(), [])
+    it = CloseableIterator(client2, 1)
+    it.close()
+    assert client2.canceled

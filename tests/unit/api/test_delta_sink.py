@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from runtime.api.common import Types
+from runtime.api.connectors.delta import DeltaSink, DeltaSinkCoordinator
+from runtime.core.errors import StorageError
+from runtime.core.records import ColumnBatch
+from runtime.core.row import Row
+from runtime.storage.delta_commit import commit_add_files
+from tests.unit.api.harness import FakeEventGateway, obj, open_operator, run_one_input
+
+pytestmark = pytest.mark.unit
+
+deltalake = pytest.importorskip("deltalake")
+
+
+def _write(sink: DeltaSink, coord, subtask: int, parallelism: int, batches, attempt: int = 0):
+    gw = FakeEventGateway(coordinator=coord, subtask=subtask, attempt=attempt)
+    run_one_input(sink.create_writer(), batches, subtask=subtask, parallelism=parallelism, attempt=attempt, gateway=gw)
+
+
+def _read(path: str) -> list[dict]:
+    t = deltalake.DeltaTable(path).to_pyarrow_table()
+    return sorted(t.to_pylist(), key=lambda r: tuple(str(v) for v in r.values()))
+
+
+def test_two_subtasks_one_commit_columns_and_rows(tmp_path):
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = sink.coordinator_provider().create("job-a", "DeltaSink", 2)
+    _write(sink, coord, 0, 2, [ColumnBatch({"id": np.array([1, 2]), "name": np.array(["a", "b"], dtype=object)})])
+    _write(sink, coord, 1, 2, [obj([Row(id=3, name="c"), {"id": 4, "name": "d"}])])
+    assert not os.path.exists(os.path.join(path, "_delta_log"))  # nothing visible before the commit
+    meta = coord.on_job_finished()
+    assert meta["delta_version"] == 0 and meta["delta_files"] == 2 and meta["delta_records"] == 4
+    assert _read(path) == [{"id": i, "name": n} for i, n in [(1, "a"), (2, "b"), (3, "c"), (4, "d")]]
+    # a second job appends in one more version
+    coord2 = sink.coordinator_provider().create("job-b", "DeltaSink", 1)
+    _write(sink, coord2, 0, 1, [obj([Row(id=5, name="e")])])
+    assert coord2.on_job_finished()["delta_version"] == 1
+    assert len(_read(path)) == 5
+
+
+def test_replay_of_same_app_id_and_version_commits_nothing_twice(tmp_path):
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path, app_id="daily-load", app_version=7)
+    for _ in range(2):  # e.g. a retried run of the same partition
+        coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+        _write(sink, coord, 0, 1, [obj([Row(x=1), Row(x=2)])])
+        assert coord.on_job_finished()["delta_version"] == 0
+        coord.close()
+    assert _read(path) == [{"x": 1}, {"x": 2}]
+    assert deltalake.DeltaTable(path).transaction_version("daily-load") == 7
+
+
+def test_commit_add_files_idempotent_directly(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t"
+    path.mkdir()
+    pq.write_table(pa.table({"v": [1, 2, 3]}), path / "f1.parquet")
+    files = [{"path": "f1.parquet", "size": (path / "f1.parquet").stat().st_size, "num_records": 3}]
+    schema = pa.schema([("v", pa.int64())])
+    assert commit_add_files(str(path), files, schema, app_id="app", version=1) == 0
+    assert commit_add_files(str(path), files, schema, app_id="app", version=1) == 0  # skipped
+    pq.write_table(pa.table({"v": [4]}), path / "f2.parquet")
+    files2 = [{"path": "f2.parquet", "size": (path / "f2.parquet").stat().st_size, "num_records": 1}]
+    assert commit_add_files(str(path), files2, schema, app_id="app", version=2) == 1
+    assert sorted(deltalake.DeltaTable(str(path)).to_pyarrow_table()["v"].to_pylist()) == [1, 2, 3, 4]
+    with pytest.raises(StorageError):
+        commit_add_files(str(path), files2, schema, mode="upsert")
+
+
+def test_failed_job_leaves_no_commit_and_no_files(tmp_path):
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    _write(sink, coord, 0, 2, [obj([Row(x=1)])])
+    # subtask 1 fails mid-way: its writer closes without reporting and removes its own file
+    w = sink.create_writer()
+    open_operator(w, subtask=1, parallelism=2, gateway=FakeEventGateway(coordinator=coord, subtask=1))
+    w.process_batch(obj([Row(x=2)]))
+    w.close()
+    coord.close()  # job did not finish: the reported file of subtask 0 is removed too
+    assert not os.path.exists(os.path.join(path, "_delta_log"))
+    assert [f for f in os.listdir(path) if f.endswith(".parquet")] == []
+
+
+def test_missing_subtask_report_refuses_partial_commit(tmp_path):
+    sink = DeltaSink(str(tmp_path / "t"))
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    _write(sink, coord, 0, 2, [obj([Row(x=1)])])
+    with pytest.raises(StorageError, match="subtask"):
+        coord.on_job_finished()
+
+
+def test_restarted_attempt_supersedes_old_files(tmp_path):
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    _write(sink, coord, 0, 1, [obj([Row(x=1)])], attempt=0)
+    _write(sink, coord, 0, 1, [obj([Row(x=1)])], attempt=1)
+    coord.on_job_finished()
+    assert _read(path) == [{"x": 1}]
+    assert len([f for f in os.listdir(path) if f.endswith(".parquet")]) == 1  # old attempt's file deleted
+
+
+def test_partitioned_rolling_overwrite_and_schema(tmp_path):
+    path = str(tmp_path / "t")
+    schema = Types.ROW_NAMED(["day", "v"], [Types.STRING(), Types.LONG()])
+    sink = DeltaSink(path, schema=schema, partition_by="day", target_file_size=1)  # roll after every write
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    _write(sink, coord, 0, 1, [obj([("d1", 1), ("d2", 2)]), obj([("d1", 3)])])
+    meta = coord.on_job_finished()
+    assert meta["delta_files"] == 3
+    dt = deltalake.DeltaTable(path)
+    assert dt.metadata().partition_columns == ["day"]
+    assert _read(path) == [{"day": "d1", "v": 1}, {"day": "d1", "v": 3}, {"day": "d2", "v": 2}]
+    # overwrite replaces everything in one new version
+    sink2 = DeltaSink(path, schema=schema, partition_by=["day"], mode="overwrite")
+    coord2 = sink2.coordinator_provider().create("job2", "DeltaSink", 1)
+    _write(sink2, coord2, 0, 1, [obj([("d3", 9)])])
+    assert coord2.on_job_finished()["delta_version"] == 1
+    assert _read(path) == [{"day": "d3", "v": 9}]
+
+
+def test_no_data_no_schema_commits_nothing(tmp_path):
+    sink = DeltaSink(str(tmp_path / "t"))
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    _write(sink, coord, 0, 1, [])
+    assert coord.on_job_finished()["delta_version"] is None
+
+
+def test_sink_validation(tmp_path):
+    from runtime.core.errors import InvalidProgramError
+
+    with pytest.raises(InvalidProgramError):
+        DeltaSink(str(tmp_path), mode="merge")
+    with pytest.raises(InvalidProgramError):
+        DeltaSink(str(tmp_path), schema=Types.LIST(Types.INT()))
+    sink = DeltaSink.for_path(str(tmp_path / "t"))
+    w = sink.create_writer()
+    open_operator(w, gateway=FakeEventGateway(coordinator=DeltaSinkCoordinator(sink, "j", "s", 1)))
+    with pytest.raises(InvalidProgramError, match="named Rows or dicts"):
+        w.process_batch(obj([1, 2]))
