@@ -71,15 +71,23 @@ class _ReportingClient:
 
     def get_job_execution_result(self, timeout: float | None = None) -> JobExecutionResult:
         result = self.inner.get_job_execution_result(timeout)
+        job_graph = next(jg for jg, _ in self.reporter.jobs if jg.job_id == result.job_id)
+        sources = {v.name for v in job_graph.vertices if v.is_input_vertex}
         seconds = max(result.net_runtime_ms / 1000, 1e-9)
-        src = sum(v["records_out"] for k, v in result.metrics.items() if k.startswith("Source"))
-        self.reporter._print(f"Job {result.job_id} finished in {seconds:.2f}s")
-        if src:
-            self.reporter._print(f"Source records: {src:,} ({src / seconds:,.0f} records/s)")
+        src = sum(m["records_out"] for name, m in result.metrics.items() if name in sources)
+        self.reporter._print(f"Job {result.job_id} FINISHED in {seconds:.2f}s")
+        self.reporter._print(f"Throughput: {src:,} source records, {src / seconds:,.0f} records/s")
         for name, m in result.metrics.items():
             self.reporter._print(f"  {name}: in {m['records_in']:,} out {m['records_out']:,} (parallelism {m['parallelism']})")
-        for key, value in result.accumulators.items():
-            self.reporter._print(f"  {key}: {value}")
+        acc = result.accumulators
+        if "delta_table" in acc:
+            self.reporter._print(
+                f"Output: Delta table {acc['delta_table']} (version {acc.get('delta_version')}, "
+                f"{acc.get('delta_records', 0):,} rows in {acc.get('delta_files', 0)} files)"
+            )
+        for key, value in acc.items():
+            if not key.startswith("delta_"):
+                self.reporter._print(f"  {key}: {value}")
         return result
 
 
@@ -110,7 +118,8 @@ def cmd_run(args: argparse.Namespace, job_args: list[str]) -> int:
     config: dict[str, str] = {}
     if args.parallelism:
         config["parallelism.default"] = str(args.parallelism)
-    executor = _ReportingExecutor(EmbeddedExecutor(provider=args.provider, spark_master=args.spark_master), sys.stdout)
+    inner = EmbeddedExecutor(provider=args.provider, spark_master=args.spark_master, tm_log_level=args.log_level.upper())
+    executor = _ReportingExecutor(inner, sys.stdout)
     with use_executor(executor, config=config, global_default=True):
         _run_program(args.job, job_args)
     if not executor.jobs:

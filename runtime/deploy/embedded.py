@@ -30,8 +30,9 @@ class _OwningJobClient(DispatcherJobClient):
 
 
 class EmbeddedExecutor:
-    def __init__(self, provider: str = "spark", spark_master: str | None = None, spark: Any = None) -> None:
+    def __init__(self, provider: str = "spark", spark_master: str | None = None, spark: Any = None, tm_log_level: str = "WARNING") -> None:
         self.provider = provider
+        self.tm_log_level = tm_log_level
         self.spark_master = spark_master
         self.spark = spark
 
@@ -47,7 +48,7 @@ class EmbeddedExecutor:
 
             master = self.spark_master or f"local[{max(2, slots)}]"
             spark = build_spark_session(SparkSessionConfig(master=master))
-        cluster = MiniCluster(MiniClusterConfig(provider=self.provider), spark=spark).start()
+        cluster = MiniCluster(MiniClusterConfig(provider=self.provider, tm_log_level=self.tm_log_level), spark=spark).start()
         try:
             job_id = cluster.submit_job(job_graph)
         except BaseException:

@@ -68,12 +68,14 @@ class BasicTypeInfo(TypeInformation):
 
 
 class PickledBytesTypeInfo(TypeInformation):
-    """PyFlink's PICKLED_BYTE_ARRAY: an arbitrary Python object. No schema; not a declared key
-    type here because arbitrary objects have no stable hash (deviation: PyFlink hashes the
-    pickled bytes)."""
+    """PyFlink's PICKLED_BYTE_ARRAY: an arbitrary Python object, no schema.
+
+    Accepted as a key type (PyFlink's default); whether each actual key value has a stable hash
+    (int, str, bytes, float, bool, None, tuples/Rows of those) is checked when it is routed.
+    """
 
     def is_keyable(self) -> bool:
-        return False
+        return True
 
     def __repr__(self) -> str:
         return "PICKLED_BYTE_ARRAY"

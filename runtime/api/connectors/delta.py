@@ -313,7 +313,7 @@ class DeltaSinkCoordinator:
         if self._schema is None:
             # no data and no declared schema: nothing to create or commit
             self._committed = True
-            return {"delta_version": None, "delta_files": 0, "delta_records": 0}
+            return {"delta_table": self.sink.path, "delta_version": None, "delta_files": 0, "delta_records": 0}
         from runtime.storage.delta_commit import commit_add_files  # only storage/ touches deltalake
 
         schema = self._schema
@@ -337,6 +337,7 @@ class DeltaSinkCoordinator:
         self._committed = True
         self._delete(self._superseded)
         return {
+            "delta_table": self.sink.path,
             "delta_version": self.version,
             "delta_files": len(files),
             "delta_records": sum(int(f.get("num_records", 0)) for f in files),

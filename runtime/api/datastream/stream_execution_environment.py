@@ -87,7 +87,13 @@ class StreamExecutionEnvironment:
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | dict[str, Any] | None = None) -> "StreamExecutionEnvironment":
-        return StreamExecutionEnvironment(configuration)
+        """A new environment; the runner's context configuration (e.g. `millrace run -p 2`) is the base."""
+        from runtime.api.execution import context_config
+
+        base = Configuration(context_config())
+        if configuration is not None:
+            base.add_all(configuration)
+        return StreamExecutionEnvironment(base)
 
     # -- settings --------------------------------------------------------------------------------
     def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":

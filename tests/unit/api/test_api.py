@@ -53,7 +53,7 @@ class M(MapFunction):
         (lambda ds: ds.key_by(3), "key_by(): expected a KeySelector, a callable or a field name, got int"),
         (lambda ds: ds.key_by(lambda r: r, key_type=Types.LIST(Types.INT())), "cannot be a key type"),
         (lambda ds: ds.key_by(lambda r: r, key_type=Types.MAP(Types.STRING(), Types.INT())), "cannot be a key type"),
-        (lambda ds: ds.key_by(lambda r: r, key_type=Types.PICKLED_BYTE_ARRAY()), "cannot be a key type"),
+        (lambda ds: ds.key_by(lambda r: r, key_type=Types.LIST(Types.INT())), "cannot be a key type"),
         (lambda ds: ds.key_by("nope"), "field 'nope' is not in"),
         (lambda ds: ds.key_by("tags"), "cannot be a key"),
         (lambda ds: ds.key_by("id").sum("missing"), "sum(): field 'missing'"),
