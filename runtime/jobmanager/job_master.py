@@ -266,12 +266,7 @@ class JobMaster(RpcEndpoint):
             except Exception:  # noqa: BLE001
                 self._log(logging.WARNING, "coordinator close failed")
         self._set_status(status)
-        for slot in list(self.slot_pool.slots.values()):
-            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
-            self._background(self._free_slot(te, slot.allocation_id))
-        self._background(
-            self._rm.declare_required_resources(m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=0))
-        )
+        self._background(self._release_resources())
         self._on_terminal(self.result())
 
     def _background(self, coro: Any) -> None:
@@ -282,6 +277,21 @@ class JobMaster(RpcEndpoint):
     async def on_stop(self) -> None:
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=5)
+
+    async def _release_resources(self) -> None:
+        # clear the requirement first, so the ResourceManager does not hand freed slots back to us
+        try:
+            await self._rm.declare_required_resources(
+                m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=0)
+            )
+        except Exception:  # noqa: BLE001
+            self._log(logging.WARNING, "could not clear the slot requirement at the ResourceManager")
+        frees = []
+        for slot in list(self.slot_pool.slots.values()):
+            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+            frees.append(self._free_slot(te, slot.allocation_id))
+        if frees:
+            await asyncio.gather(*frees)
 
     async def _free_slot(self, te: Any, allocation_id: str) -> None:
         try:
