@@ -11,7 +11,7 @@ import abc
 import datetime
 import enum
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
+from typing import Any, Collection, Generic, Iterable, TypeVar
 
 from runtime.api.datastream.state import ReducingStateDescriptor, ValueStateDescriptor
 from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP

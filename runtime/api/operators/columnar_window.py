@@ -18,7 +18,7 @@ fires once per late element).
 from __future__ import annotations
 
 import pickle
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from runtime.api.datastream.window import (
     TumblingProcessingTimeWindows,
     WindowAssigner,
 )
-from runtime.api.operators.base import OperatorContext, StreamOperator
+from runtime.api.operators.base import StreamOperator
 from runtime.core.errors import InvalidProgramError, MillraceError
 from runtime.core.keygroups import assign_to_key_groups, stable_hash
 from runtime.core.records import ColumnBatch, RecordBatch, Watermark
@@ -114,9 +114,6 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         self._out_cols = (key_field, "window_start", "window_end", *aggregate.names)
         if len(set(self._out_cols)) != len(self._out_cols):
             raise InvalidProgramError(f"output column names collide: {self._out_cols}")
-
-    def setup(self, ctx: OperatorContext) -> None:
-        super().setup(ctx)
 
     # input ---------------------------------------------------------------------------------
     def _columns(self, batch: RecordBatch) -> ColumnBatch:
@@ -245,10 +242,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         else:
             cols = {c: np.concatenate([p[c] for p in parts]) for c in self._out_cols}
         assert self.output is not None
-        batch = ColumnBatch(cols, cols["window_end"] - 1)
-        if self.ctx is not None:
-            self.ctx.metrics.records_out += len(batch)
-        self.output.emit(batch)
+        self.output.emit(ColumnBatch(cols, cols["window_end"] - 1))
 
     def _fire_until(self, time: int) -> None:
         """Fire windows whose end - 1 <= time; drop those past their cleanup time."""

@@ -179,8 +179,6 @@ class AbstractKeyedOperator(StreamOperator):
             return
         self._out_values, self._out_ts = [], []
         assert self.output is not None
-        if self.ctx is not None:
-            self.ctx.metrics.records_out += len(vals)
         has = [t is not None for t in tss]
         if all(has):
             self.output.emit(ObjectBatch(vals, np.asarray(tss, dtype=np.int64)))

@@ -392,3 +392,18 @@ def test_window_operator_snapshot_restore_rescaled():
     h_ref.process([(k, v, ts) for k, v, ts in events], [e[2] for e in events])
     h_ref.watermark(MAX_TIMESTAMP)
     assert sorted(out) == sorted(h_ref.output.values())
+
+
+def test_assigners_accept_time_objects_and_ints():
+    from runtime.api.common.time import Duration, Time
+
+    assert TumblingEventTimeWindows.of(Time.seconds(1)).size == 1000
+    s = SlidingEventTimeWindows.of(Time.milliseconds(60), Duration.of_millis(20), Time.milliseconds(5))
+    assert (s.size, s.slide, s.offset) == (60, 20, 5)
+    assert EventTimeSessionWindows.with_gap(Time.minutes(1)).session_gap == 60_000
+    assert TumblingProcessingTimeWindows.of(250).size == 250
+    # Flink's getWindowStartWithOffset, negative timestamps included
+    assert TimeWindow.get_window_start_with_offset(-3, 0, 10) == -10
+    assert TimeWindow.get_window_start_with_offset(17, 5, 10) == 15
+    assert TimeWindow(0, 10).max_timestamp() == 9
+    assert TimeWindow(0, 10).intersects(TimeWindow(10, 20)) and TimeWindow(0, 10).cover(TimeWindow(5, 30)) == TimeWindow(0, 30)
