@@ -295,6 +295,7 @@ class DataStream:
     ) -> None:
         self._env = env
         self._t = transformation  # what consumers read from
+        env._note_stream(transformation)
         # what set_parallelism / name / uid configure (the source itself when a watermark
         # operator was chained after it by from_source), plus transformations mirroring parallelism
         self._ct = config_transformation or transformation

@@ -219,6 +219,17 @@ class StreamExecutionEnvironment:
     def _add_transformation(self, t: Transformation) -> None:
         self._transformations.append(t)
 
+    def _note_stream(self, t: Transformation) -> None:
+        """Remember every stream created, to name dangling operators when there is no sink."""
+        if not hasattr(self, "_streams"):
+            self._streams: list[Transformation] = []
+        self._streams.append(t)
+
+    def _dangling_operator_names(self) -> list[str]:
+        streams = getattr(self, "_streams", [])
+        consumed = {id(i) for t in streams for i in t.inputs}
+        return [t.name for t in streams if id(t) not in consumed and t.inputs is not None]
+
     def _job_config(self) -> dict[str, str]:
         cfg = self._config.to_dict()
         cfg[PARALLELISM_KEY] = str(self._parallelism)
@@ -233,8 +244,11 @@ class StreamExecutionEnvironment:
         from runtime.graph.stream_graph_generator import generate_stream_graph
 
         if not self._transformations:
+            dangling = self._dangling_operator_names()
+            where = f": the output of {', '.join(repr(n) for n in dangling)} goes nowhere" if dangling else ""
             raise InvalidProgramError(
-                "no sinks defined in the program: add a sink (print(), sink_to(), add_sink(), execute_and_collect()) before executing"
+                f"job '{job_name or DEFAULT_JOB_NAME}' has no sink{where}; add a sink "
+                "(print(), sink_to(), add_sink(), execute_and_collect()) before executing"
             )
         sg = generate_stream_graph(
             list(self._transformations),

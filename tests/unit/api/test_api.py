@@ -106,7 +106,7 @@ def test_stream_graph_of_a_pyflink_shaped_program(env):
 
 def test_no_sink_is_an_error(env):
     env.from_collection([1]).map(lambda x: x)
-    with pytest.raises(InvalidProgramError, match="no sinks"):
+    with pytest.raises(InvalidProgramError, match="has no sink: the output of .Map. goes nowhere"):
         env.get_stream_graph()
 
 
