@@ -3,6 +3,18 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+_INDEX: dict[tuple[str, ...], dict[str, int]] = {}
+
+
+def _index_of(fields: tuple[str, ...]) -> dict[str, int]:
+    """name -> position, shared by every Row with the same field names (attribute access is hot)."""
+    idx = _INDEX.get(fields)
+    if idx is None:
+        if len(_INDEX) > 10000:  # bound the cache for programs that invent field names
+            _INDEX.clear()
+        idx = _INDEX[fields] = {n: i for i, n in enumerate(fields)}
+    return idx
+
 
 class Row:
     """`Row(1, "a")` or `Row(id=1, name="a")`; fields by index, by name, or as attributes."""
@@ -47,15 +59,18 @@ class Row:
         if name.startswith("_"):
             raise AttributeError(name)
         fields = object.__getattribute__(self, "_fields")
-        if fields is None or name not in fields:
-            raise AttributeError(f"Row has no field {name!r}")
-        return self._values[fields.index(name)]
+        if fields is not None:
+            i = _index_of(fields).get(name)
+            if i is not None:
+                return self._values[i]
+        raise AttributeError(f"Row has no field {name!r}")
 
     def __getitem__(self, item: int | str | slice) -> Any:
         if isinstance(item, str):
-            if self._fields is None or item not in self._fields:
+            i = None if self._fields is None else _index_of(self._fields).get(item)
+            if i is None:
                 raise KeyError(item)
-            return self._values[self._fields.index(item)]
+            return self._values[i]
         return self._values[item]
 
     def __setitem__(self, item: int, value: Any) -> None:
