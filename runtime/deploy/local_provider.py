@@ -20,6 +20,7 @@ class LocalProcessProvider:
     def __init__(self, log_level: str = "INFO") -> None:
         self.log_level = log_level
         self.processes: dict[str, subprocess.Popen] = {}
+        self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
@@ -43,14 +44,21 @@ class LocalProcessProvider:
         return f"local process {pid}" if pid else "local process"
 
     def release_task_manager(self, tm_id: str) -> None:
+        """Non-blocking (called on the ResourceManager's main thread): a reaper waits, then kills."""
         with self._lock:
             proc = self.processes.pop(tm_id, None)
         if proc is None:
             return
+        reaper = threading.Thread(target=self._reap, args=(proc,), name=f"reap-{tm_id}", daemon=True)
+        self._reapers.append(reaper)
+        reaper.start()
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
         try:
-            proc.wait(5)
+            proc.wait(grace_s)  # a released TaskManager exits by itself
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
+            proc.send_signal(signal.SIGKILL)  # frozen or stuck in user code
             proc.wait(5)
 
     def close(self) -> None:
@@ -66,3 +74,5 @@ class LocalProcessProvider:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+        for reaper in self._reapers:
+            reaper.join(15)

@@ -45,6 +45,7 @@ class SparkProvider:
         self.log_level = log_level
         self.threads: dict[str, threading.Thread] = {}
         self.outcomes: dict[str, str] = {}
+        self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     @staticmethod
@@ -78,17 +79,26 @@ class SparkProvider:
         return f"Spark job group {self.job_group(tm_id)}"
 
     def release_task_manager(self, tm_id: str) -> None:
+        """Non-blocking (called on the ResourceManager's main thread): a reaper waits, then cancels."""
         with self._lock:
             t = self.threads.pop(tm_id, None)
         if t is None:
             return
-        t.join(5)  # a released TaskManager exits by itself and its Spark task completes
+        reaper = threading.Thread(target=self._reap, args=(tm_id, t), name=f"reap-{tm_id}", daemon=True)
+        self._reapers.append(reaper)
+        reaper.start()
+
+    def _reap(self, tm_id: str, t: threading.Thread, grace_s: float = 5.0) -> None:
+        t.join(grace_s)  # a released TaskManager exits by itself and its Spark task completes
         if t.is_alive():
+            # lost or stuck: cancelling the job group interrupts the task and kills its Python worker
             self.sc.cancelJobGroup(self.job_group(tm_id))
-            t.join(10)
+            t.join(15)
 
     def close(self) -> None:
         with self._lock:
             tms = list(self.threads)
         for tm_id in tms:
             self.release_task_manager(tm_id)
+        for reaper in self._reapers:
+            reaper.join(25)

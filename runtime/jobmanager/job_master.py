@@ -58,7 +58,6 @@ class JobMaster(RpcEndpoint):
         self._on_terminal = on_terminal
         self._on_status = on_status
         self._rm = rpc.gateway(gw.RESOURCE_MANAGER)
-        self._pending: set[asyncio.Future] = set()
 
     def _log(self, level: int, msg: str, *args: Any) -> None:
         log.log(level, f"[JobMaster {self.job_id} '{self.job_graph.job_name}'] {msg}", *args)
@@ -131,7 +130,7 @@ class JobMaster(RpcEndpoint):
             self.by_attempt[ex.attempt_id] = ev
         self._log(logging.INFO, "deploying %d tasks to %d slots", len(self.by_attempt), len(self.slot_pool))
         for ev in self.eg.all_vertices():
-            self._background(self._deploy(ev))
+            self.spawn(self._deploy(ev))
 
     async def _deploy(self, ev: ExecutionVertex) -> None:
         ex = ev.current_execution
@@ -168,7 +167,7 @@ class JobMaster(RpcEndpoint):
             self._on_task_failed(ev, m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.FINISHED and self.status.state is JobStatus.RUNNING:
             if all(v.execution_state is ExecutionState.FINISHED for v in self.eg.all_vertices()):
-                asyncio.ensure_future(self._finish_job(), loop=self.loop)
+                self.spawn(self._finish_job())
         self._check_terminal()
         return m.Ack()
 
@@ -214,7 +213,7 @@ class JobMaster(RpcEndpoint):
                 slot = self.placement.get(ev.id)
                 if slot is not None:
                     te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
-                    self._background(self._cancel_task(te, ev, ex.attempt_id))
+                    self.spawn(self._cancel_task(te, ev, ex.attempt_id))
 
     async def _cancel_task(self, te: Any, ev: ExecutionVertex, attempt_id: str) -> None:
         try:
@@ -266,17 +265,8 @@ class JobMaster(RpcEndpoint):
             except Exception:  # noqa: BLE001
                 self._log(logging.WARNING, "coordinator close failed")
         self._set_status(status)
-        self._background(self._release_resources())
+        self.spawn(self._release_resources())
         self._on_terminal(self.result())
-
-    def _background(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro, loop=self.loop)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def on_stop(self) -> None:
-        if self._pending:
-            await asyncio.wait(list(self._pending), timeout=5)
 
     async def _release_resources(self) -> None:
         # clear the requirement first, so the ResourceManager does not hand freed slots back to us

@@ -45,15 +45,15 @@ class ResourceManager(RpcEndpoint):
         self.resource_manager_id = uuid.uuid4().hex
         self.slot_manager = SlotManager(config.slots_per_tm, config.max_task_managers)
         self._tm_seq = 0
-        self._heartbeat_task: asyncio.Task | None = None
+        self._heartbeat_task: asyncio.Future | None = None
 
     async def on_start(self) -> None:
         self.rpc.on_peer_lost(lambda peer, cause: self.loop.call_soon_threadsafe(self._tm_lost, peer, f"connection lost ({cause})"))
-        self._heartbeat_task = asyncio.create_task(self._heartbeat_loop())
+        self._heartbeat_task = self.spawn(self._heartbeat_loop())
 
     async def on_stop(self) -> None:
         if self._heartbeat_task:
-            self._heartbeat_task.cancel()
+            self._heartbeat_task.cancel()  # the others are awaited by the endpoint
         for tm_id in list(self.slot_manager.task_managers) + list(self.slot_manager.pending_task_managers):
             await self._release(tm_id, "cluster shutting down")
 
@@ -108,7 +108,7 @@ class ResourceManager(RpcEndpoint):
         log.warning("[ResourceManager] TaskManager %s (%s) lost: %s", tm_id, where, cause)
         for job_id in jobs:
             jm = self.rpc.gateway(gw.job_master_endpoint(job_id))
-            asyncio.ensure_future(self._notify_lost(jm, m.TaskManagerLost(tm_id=tm_id, cause=f"TaskManager {tm_id} ({where}) was lost: {cause}")), loop=self.loop)
+            self.spawn(self._notify_lost(jm, m.TaskManagerLost(tm_id=tm_id, cause=f"TaskManager {tm_id} ({where}) was lost: {cause}")))
         try:
             self.provider.release_task_manager(tm_id)
         except Exception:  # noqa: BLE001
@@ -131,7 +131,7 @@ class ResourceManager(RpcEndpoint):
                 if now - tmr.last_heartbeat > timeout:
                     self._tm_lost(tm_id, f"no heartbeat for {timeout:.0f}s")
                     continue
-                asyncio.create_task(self._heartbeat(tm_id))
+                self.spawn(self._heartbeat(tm_id))
             for tm_id, since in list(self.slot_manager.pending_task_managers.items()):
                 if now - since > self.config.tm_registration_timeout_s:
                     log.warning("[ResourceManager] TaskManager %s did not register in %.0fs", tm_id, self.config.tm_registration_timeout_s)
@@ -157,7 +157,7 @@ class ResourceManager(RpcEndpoint):
     def _check_resources(self) -> None:
         allocations, to_request = self.slot_manager.check()
         for a in allocations:
-            asyncio.ensure_future(self._request_slot(a), loop=self.loop)
+            self.spawn(self._request_slot(a))
         for _ in range(to_request):
             self._tm_seq += 1
             tm_id = f"tm-{self.resource_manager_id[:6]}-{self._tm_seq}"

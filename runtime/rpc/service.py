@@ -63,6 +63,7 @@ class RpcEndpoint:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"rpc-{endpoint_id}", daemon=True)
         self._stopped = False
+        self._tasks: set[asyncio.Future] = set()
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -87,12 +88,29 @@ class RpcEndpoint:
         self.rpc.unregister_endpoint(self.endpoint_id)
         if self._thread.is_alive():
             try:
-                self.run_sync(self.on_stop(), timeout=timeout)
+                self.run_sync(self._stop_on_main_thread(timeout / 2), timeout=timeout)
             except Exception:  # noqa: BLE001 - stopping must go on
                 log.exception("%s: error while stopping", self.endpoint_id)
             self.loop.call_soon_threadsafe(self.loop.stop)
             if threading.current_thread() is not self._thread:
                 self._thread.join(timeout)
+
+    async def _stop_on_main_thread(self, grace_s: float) -> None:
+        await self.on_stop()
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            for t in still:
+                t.cancel()
+            if still:
+                await asyncio.wait(still, timeout=1)
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Future:
+        """Start background work on the main thread; it is awaited (then cancelled) when the endpoint stops."""
+        task = asyncio.ensure_future(coro, loop=self.loop)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     # main-thread helpers -----------------------------------------------------------------------
     def in_main_thread(self) -> bool:

@@ -48,7 +48,7 @@ class TaskExecutor(RpcEndpoint):
         self._heartbeat_timeout_s = 10.0
         self._heartbeat_interval_s = 1.0
         self._rm = rpc.gateway(gw.RESOURCE_MANAGER, peer_id=jm_peer_id)
-        self._monitor: asyncio.Task | None = None
+        self._monitor: asyncio.Future | None = None
 
     def _log(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
         log.log(level, f"[TaskExecutor {self.tm_id}] {msg}", *args)
@@ -56,7 +56,7 @@ class TaskExecutor(RpcEndpoint):
     async def on_start(self) -> None:
         self.rpc.on_peer_lost(self._on_peer_lost)
         await self._register()
-        self._monitor = asyncio.create_task(self._monitor_heartbeats())
+        self._monitor = self.spawn(self._monitor_heartbeats())
 
     async def _register(self) -> None:
         """Register at the ResourceManager, retrying with exponential back-off (Flink: RetryingRegistration)."""
@@ -128,7 +128,7 @@ class TaskExecutor(RpcEndpoint):
     async def request_slot(self, msg: m.RequestSlot) -> m.Ack:
         slot = self.slot_table.allocate(msg.allocation_id, msg.job_id)
         self._log("slot %d allocated to job %s (allocation %s)", slot.index, msg.job_id, msg.allocation_id)
-        asyncio.create_task(self._offer_slot(msg, slot.index))
+        self.spawn(self._offer_slot(msg, slot.index))
         return m.Ack()
 
     async def _offer_slot(self, msg: m.RequestSlot, slot_index: int) -> None:
@@ -174,7 +174,7 @@ class TaskExecutor(RpcEndpoint):
             self._release_partitions(self._attempts_by_allocation.pop(slot.allocation_id, []))
             self.slot_table.finish_release(slot)
             report = m.SlotReport(tm_id=self.tm_id, slots=self.slot_table.report())
-            asyncio.create_task(self._send_slot_report(report))
+            self.spawn(self._send_slot_report(report))
 
     async def _send_slot_report(self, report: m.SlotReport) -> None:
         try:
