@@ -90,10 +90,10 @@ class SparkProvider:
 
     def _reap(self, tm_id: str, t: threading.Thread, grace_s: float = 5.0) -> None:
         t.join(grace_s)  # a released TaskManager exits by itself and its Spark task completes
-        if t.is_alive():
-            # lost or stuck: cancelling the job group interrupts the task and kills its Python worker
-            self.sc.cancelJobGroup(self.job_group(tm_id))
-            t.join(15)
+        # then the job group goes too; if the TaskManager was lost or stuck, this interrupts its
+        # task and Spark kills the Python worker
+        self.sc.cancelJobGroup(self.job_group(tm_id))
+        t.join(15)
 
     def close(self) -> None:
         with self._lock:
