@@ -6,7 +6,6 @@ processes import this module (their working directory is the repo root, like the
 from __future__ import annotations
 
 import random
-from collections import Counter
 from typing import Any, Iterable
 
 import numpy as np
@@ -64,6 +63,13 @@ def col_batch(idx: np.ndarray) -> dict[str, np.ndarray]:
     return {"k": idx % 5, "v": (idx * 7) % 23, "ts": idx * 3}
 
 
+def col_row(i: int):
+    """Record i of the columnar data as a named Row with a string key."""
+    from runtime.core.row import Row
+
+    return Row(k=f"key{i % 5}", v=(i * 7) % 23, ts=i * 3)
+
+
 def col_rows() -> list[dict[str, int]]:
     return [{"k": i % 5, "v": (i * 7) % 23, "ts": i * 3} for i in range(COL_N)]
 
@@ -72,6 +78,7 @@ def col_rows() -> list[dict[str, int]]:
 
 OOO_N = 1200
 OOO_BLOCK = 30  # records are shuffled within blocks of 30 (300 ms of event time)
+OOO_BATCH = 10  # source batch size: a block spans 3 batches
 
 
 def _ooo_events() -> list[tuple[str, int]]:
@@ -144,5 +151,27 @@ def reference_sessions(events: Iterable[tuple[str, int, int]], gap: int) -> dict
     return out
 
 
-def multiset(xs: Iterable[Any]) -> Counter:
-    return Counter(xs)
+def _shuffled_sessions(block: int = 24) -> list[tuple[str, int, int]]:
+    rng = random.Random(7)
+    out: list[tuple[str, int, int]] = []
+    for b in range(0, len(SESSION_EVENTS), block):
+        chunk = list(SESSION_EVENTS[b : b + block])
+        rng.shuffle(chunk)
+        out.extend(chunk)
+    return out
+
+
+SHUFFLED_SESSION_EVENTS = _shuffled_sessions()
+
+
+def shuffled_session_event(i: int) -> tuple[str, int, int]:
+    return SHUFFLED_SESSION_EVENTS[i]
+
+
+def max_disorder_ms(timestamps: list[int]) -> int:
+    """How far (ms) a record comes after a later timestamp at most."""
+    worst, seen = 0, None
+    for t in timestamps:
+        seen = t if seen is None else max(seen, t)
+        worst = max(worst, seen - t)
+    return worst

@@ -261,8 +261,10 @@ class CountPerKey(MapFunction):
         return (value[0], n)
 
 
-def test_keyed_map_with_value_state(cluster_env: MiniCluster) -> None:
-    env = env_p(2)
+@pytest.mark.parametrize("parallelism, max_parallelism", [(2, 128), (3, 4), (3, 3)])
+def test_keyed_map_with_value_state(cluster_env: MiniCluster, parallelism, max_parallelism) -> None:
+    env = env_p(parallelism)
+    env.set_max_parallelism(max_parallelism)
     got = records_source(env).key_by(lambda r: r[0]).map(CountPerKey()).execute_and_collect()
     counts = Counter(r[0] for r in RECORDS)
     assert Counter(got) == Counter((k, n) for k, c in counts.items() for n in range(1, c + 1))
@@ -578,6 +580,8 @@ def test_delta_sink_contents_equal_the_reference(cluster_env: MiniCluster, tmp_p
 
 
 def _chain_job(env, variant: str):
+    if variant == "env_no_chaining":
+        env.disable_operator_chaining()
     ds = records_source(env).map(lambda r: (r[0], r[1] + 1))
     if variant == "disable_chaining":
         ds = ds.disable_chaining()
@@ -591,7 +595,7 @@ def _chain_job(env, variant: str):
 
 @pytest.mark.parametrize(
     "variant, vertices",
-    [("default", 1), ("disable_chaining", 3), ("start_new_chain", 2), ("slot_sharing_group", 2)],
+    [("default", 1), ("disable_chaining", 3), ("start_new_chain", 2), ("slot_sharing_group", 2), ("env_no_chaining", 5)],
 )
 def test_chaining_and_slot_sharing_change_the_job_graph_not_the_result(cluster_env: MiniCluster, variant, vertices) -> None:
     env = env_p(2)
@@ -621,3 +625,169 @@ def test_execute_and_collect_with_limit_cancels_an_endless_job(cluster_env: Mini
     assert sorted(records_source(env, count=100).map(lambda r: r[1]).execute_and_collect(limit=1000)) == sorted(
         rec(i)[1] for i in range(100)
     )
+
+
+# -- more combinations -------------------------------------------------------------------------------------------
+
+
+def test_rescale_from_more_producers_to_fewer_consumers(cluster_env: MiniCluster) -> None:
+    env = env_p(3)
+    src = DataGeneratorSource(lambda i: i, 900, batch_size=50)
+    got = list(
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "ints").rescale().map(WhereAmI()).set_parallelism(2).execute_and_collect()
+    )
+    assert sorted(v for v, _ in got) == list(range(900))
+    consumers_of = defaultdict(set)
+    for v, s in got:
+        consumers_of[source_subtask_of(v, 50, 3)].add(s)
+    # pointwise: 3 producers -> 2 consumers, each producer feeds exactly one consumer, both are used
+    assert set(consumers_of) == {0, 1, 2}
+    assert all(len(c) == 1 for c in consumers_of.values()), consumers_of
+    assert set().union(*consumers_of.values()) == {0, 1}
+
+
+class FirstSeen(FilterFunction):
+    """Keyed filter with MapState: keep the first record of each (key, value)."""
+
+    def open(self, runtime_context) -> None:
+        self.seen = runtime_context.get_map_state(MapStateDescriptor("seen", Types.LONG(), Types.BOOLEAN()))
+
+    def filter(self, value) -> bool:
+        if self.seen.contains(value[1]):
+            return False
+        self.seen.put(value[1], True)
+        return True
+
+
+class Pairs(FlatMapFunction):
+    """Keyed flat_map with ListState: pair each value with the previous one of the key (order-free
+    check: n-1 pairs per key with the key's values)."""
+
+    def open(self, runtime_context) -> None:
+        self.prev = runtime_context.get_list_state(ListStateDescriptor("prev", Types.LONG()))
+
+    def flat_map(self, value):
+        old = list(self.prev.get())
+        self.prev.update([value[1]])
+        if old:
+            yield (value[0], old[0], value[1])
+
+
+def test_keyed_filter_and_flat_map_with_state(cluster_env: MiniCluster) -> None:
+    env = env_p(2)
+    firsts = list(records_source(env).key_by(lambda r: r[0]).filter(FirstSeen()).execute_and_collect())
+    assert len(firsts) == len(set(firsts_key := [(k, v) for k, v, _ in firsts]))
+    assert set(firsts_key) == {(k, v) for k, v, _ in RECORDS}
+
+    env = env_p(3)
+    pairs = list(records_source(env).key_by(lambda r: r[0]).flat_map(Pairs()).execute_and_collect())
+    counts = Counter(k for k, _, _ in RECORDS)
+    assert Counter(k for k, _, _ in pairs) == Counter({k: c - 1 for k, c in counts.items()})
+    values = defaultdict(Counter)
+    for k, v, _ in RECORDS:
+        values[k][v] += 1
+    for k in counts:
+        # every value but one (the key's first) is the second element of a pair exactly once
+        seconds = Counter(b for kk, _, b in pairs if kk == k)
+        assert sum((values[k] - seconds).values()) == 1 and not (seconds - values[k])
+
+
+def test_connect_with_broadcast_stream_reaches_every_subtask(cluster_env: MiniCluster) -> None:
+    class Mark(CoMapFunction):
+        def open(self, runtime_context) -> None:
+            self.subtask = runtime_context.get_index_of_this_subtask()
+
+        def map1(self, value):
+            return ("data", value, -1)
+
+        def map2(self, value):
+            return ("rule", value, self.subtask)
+
+    env = env_p(3)
+    data = records_source(env, count=300).map(lambda r: r[1])
+    rules = env.from_collection(["r1", "r2", "r3", "r4"]).broadcast()
+    got = list(data.connect(rules).map(Mark()).execute_and_collect())
+    assert Counter(v for kind, v, _ in got if kind == "data") == Counter(rec(i)[1] for i in range(300))
+    assert Counter((v, s) for kind, v, s in got if kind == "rule") == Counter((r, s) for r in ["r1", "r2", "r3", "r4"] for s in range(3))
+
+
+def test_count_window_all(cluster_env: MiniCluster) -> None:
+    env = env_p(2)
+    got = list(env.from_collection(list(range(103))).count_window_all(10).reduce(lambda a, b: a + b).execute_and_collect())
+    # (the non-parallel window's output is spread over the 2 collect subtasks: order is lost)
+    assert sorted(got) == [sum(range(i, i + 10)) for i in range(0, 100, 10)]
+
+
+def test_second_execute_runs_only_new_sinks(cluster_env: MiniCluster) -> None:
+    env = env_p(2)
+    first = records_source(env, count=100).map(lambda r: r[1])
+    assert sorted(first.execute_and_collect()) == sorted(rec(i)[1] for i in range(100))
+    second = records_source(env, count=50).map(lambda r: -r[1])
+    result = second.execute_and_collect()
+    assert sorted(result) == sorted(-rec(i)[1] for i in range(50))
+
+
+def partitioned_row(i: int) -> Row:
+    return Row(id=i, part=f"p{i % 3}", v=float(i) / 4)
+
+
+def test_delta_sink_partitioned_with_three_writers_plus_a_second_sink(cluster_env: MiniCluster, tmp_path) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    from runtime.api.datastream import DeltaSink
+
+    path = str(tmp_path / "partitioned")
+    env = env_p(3)
+    src = DataGeneratorSource(partitioned_row, 1500, batch_size=100)
+    ds = env.from_source(src, WatermarkStrategy.no_watermarks(), "rows")
+    ds.sink_to(DeltaSink(path, partition_by=["part"])).name("delta")
+    ds.print("second sink").set_parallelism(1)
+    result = env.execute("delta partitioned")
+    assert result.status is JobStatus.FINISHED
+    table = deltalake.DeltaTable(path)
+    assert table.metadata().partition_columns == ["part"]
+    rows = sorted((d["id"], d["part"], d["v"]) for d in table.to_pyarrow_table().to_pylist())
+    assert rows == sorted((i, f"p{i % 3}", i / 4) for i in range(1500))
+    assert result.metrics["Print to Std. Out"]["records_in"] == 1500
+
+    # append a second version from another job
+    env = env_p(2)
+    src = DataGeneratorSource(partitioned_row, 10, batch_size=5)
+    env.from_source(src, WatermarkStrategy.no_watermarks(), "more").map(lambda r: Row(id=r.id + 10_000, part=r.part, v=r.v)).sink_to(DeltaSink(path, partition_by="part"))
+    env.execute("delta append")
+    table = deltalake.DeltaTable(path)
+    assert table.version() == 1
+    assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == sorted(list(range(1500)) + [10_000 + i for i in range(10)])
+
+
+def test_running_aggregations_on_plain_numbers(cluster_env: MiniCluster) -> None:
+    """PyFlink: a plain number aggregates itself (sum()/max() with the default position 0)."""
+    data = [(i * 17) % 41 for i in range(500)]
+    env = env_p(2)
+    got_sum = list(env.from_collection(data).key_by(lambda x: x % 3).sum().execute_and_collect())
+    env = env_p(3)
+    got_max = list(env.from_collection(data).key_by(lambda x: x % 3).max().execute_and_collect())
+    assert Counter(got_sum) == Counter(_running(data, lambda x: x % 3, lambda a, b: a + b))
+    assert Counter(got_max) == Counter(_running(data, lambda x: x % 3, lambda a, b: max(a, b)))
+
+
+def test_columnar_filter_then_keyed_reduce_by_field_name(cluster_env: MiniCluster) -> None:
+    env = env_p(2)
+    src = DataGeneratorSource(None, COL_N, batch_generator=col_batch, batch_size=256)
+    got = list(
+        env.from_source(src, WatermarkStrategy.no_watermarks(), "columns")
+        .filter(lambda r: r["v"] % 2 == 0)
+        .key_by("k")
+        .sum("v")
+        .set_parallelism(3)
+        .execute_and_collect()
+    )
+    kept = [(i % 5, (i * 7) % 23) for i in range(COL_N) if ((i * 7) % 23) % 2 == 0]
+    counts = Counter(k for k, _ in kept)
+    assert Counter(r["k"] for r in got) == counts
+    finals = {}
+    for r in got:
+        finals[r["k"]] = max(finals.get(r["k"], 0), r["v"])
+    sums: dict[int, int] = defaultdict(int)
+    for k, v in kept:
+        sums[k] += v
+    assert finals == dict(sums)
