@@ -55,6 +55,10 @@ def build_spark_session(cfg: SparkSessionConfig | None = None):
         .config("spark.task.maxFailures", "4")
         .config("spark.python.worker.reuse", "true")
     )
+    if cfg.master.startswith("local"):
+        # Spark's defaults (200 shuffle partitions, 50 Delta snapshot partitions) are sized for
+        # clusters; on one machine they turn a small Delta read into hundreds of tiny tasks
+        builder = builder.config("spark.sql.shuffle.partitions", "8").config("spark.databricks.delta.snapshotPartitions", "2")
     for k, v in cfg.extra_conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
