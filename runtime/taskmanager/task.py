@@ -110,15 +110,16 @@ class Task:
             if self.machine.can_transition(ExecutionState.CANCELING):
                 self.machine.transition(ExecutionState.CANCELING)
         for p in self._partitions:
-            try:
-                p.release()
-            except Exception:  # noqa: BLE001
-                pass
+            self._quietly(p.release)
         if self._gate is not None:
-            try:
-                self._gate.close()
-            except Exception:  # noqa: BLE001
-                pass
+            self._quietly(self._gate.close)
+
+    def _quietly(self, action: Callable[..., Any], *args: Any) -> None:
+        """Clean-up on failure/cancel paths must go on: errors are logged, not raised."""
+        try:
+            action(*args)
+        except Exception:  # noqa: BLE001
+            self.log.debug("clean-up step %s failed", getattr(action, "__qualname__", action), exc_info=True)
 
     # ---------------------------------------------------------------------------------------
     def _transition(self, to: ExecutionState, error: ErrorInfo | None = None) -> None:
@@ -169,10 +170,10 @@ class Task:
             if chain is not None:
                 chain.close()
             for p in self._partitions:
-                try:
-                    p.fail(e) if not self._canceled.is_set() else p.release()
-                except Exception:  # noqa: BLE001
-                    pass
+                if self._canceled.is_set():
+                    self._quietly(p.release)
+                else:
+                    self._quietly(p.fail, e)  # consumers learn that their producer failed
             if self._canceled.is_set():
                 self._transition(ExecutionState.CANCELED)
                 self.log.info("canceled")
@@ -183,15 +184,9 @@ class Task:
                 self._transition(ExecutionState.FAILED, info)
         finally:
             for w in self._writers:
-                try:
-                    w.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                self._quietly(w.close)
             if self._gate is not None:
-                try:
-                    self._gate.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                self._quietly(self._gate.close)
             self.on_terminal(self)
 
     def _build_chain(self) -> OperatorChain:
