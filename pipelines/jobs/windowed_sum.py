@@ -106,7 +106,8 @@ def build(env: StreamExecutionEnvironment, events: int, output: str, per_record:
             .map_batches(select_output)
             .name("select columns")
         )
-    stream.sink_to(DeltaSink.for_path(output)).name("delta: windowed_sum")
+    # overwrite: re-running the job replaces the table's contents in one new version, never doubles it
+    stream.sink_to(DeltaSink.for_path(output, mode="overwrite")).name("delta: windowed_sum")
 
 
 def main(argv: list[str] | None = None) -> None:

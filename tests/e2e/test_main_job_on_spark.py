@@ -86,6 +86,15 @@ def test_cli_runs_the_main_job_and_reports(tmp_path: Path) -> None:
     assert "-> RUNNING" in text and "-> FINISHED" in text
     assert "records/s" in text
     assert f"Delta table {out}" in text
+    # running it again replaces the table's contents in a new version: no doubled rows
+    again = subprocess.run(proc.args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "(version 1," in again.stdout
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(out)).to_pyarrow_table()
+    got = {(u, w): (c, s) for u, w, c, s in zip(*(table.column(n).to_pylist() for n in ("user_id", "window_start", "count", "sum")))}
+    assert table.num_rows == len(got) and got == windowed_sum.reference(50000)
 
 
 def test_cli_failed_job_shows_user_exception_and_exits_nonzero(tmp_path: Path) -> None:
