@@ -45,6 +45,7 @@ class ResourceManager(RpcEndpoint):
         self.resource_manager_id = uuid.uuid4().hex
         self.slot_manager = SlotManager(config.slots_per_tm, config.max_task_managers)
         self._tm_seq = 0
+        self._lost: set[str] = set()
         self._heartbeat_task: asyncio.Future | None = None
 
     async def on_start(self) -> None:
@@ -60,6 +61,10 @@ class ResourceManager(RpcEndpoint):
     # --- TaskManagers -------------------------------------------------------------------------
     @rpc_method
     async def register_task_executor(self, msg: m.RegisterTaskExecutor) -> m.RegistrationResponse:
+        if msg.tm_id in self._lost:
+            # e.g. Spark retrying the task of a TaskManager we already declared lost and released
+            log.warning("[ResourceManager] refused registration of %s: it was declared lost", msg.tm_id)
+            return m.RegistrationResponse(accepted=False, reason=f"TaskManager {msg.tm_id} was declared lost; it must not come back")
         self.slot_manager.register(msg)
         log.info(
             "[ResourceManager] TaskManager %s registered: %d slots, data %s:%d, pid %d%s",
@@ -104,6 +109,7 @@ class ResourceManager(RpcEndpoint):
         if tm_id not in self.slot_manager.task_managers and tm_id not in self.slot_manager.pending_task_managers:
             return
         where = self.provider.describe(tm_id)
+        self._lost.add(tm_id)
         jobs = self.slot_manager.unregister(tm_id)
         log.warning("[ResourceManager] TaskManager %s (%s) lost: %s", tm_id, where, cause)
         for job_id in jobs:

@@ -80,7 +80,8 @@ class TaskExecutor(RpcEndpoint):
                     self._last_heartbeat = time.monotonic()
                     self._log("registered at ResourceManager %s", resp.resource_manager_id)
                     return
-                self._log("registration refused: %s", resp.reason, level=logging.WARNING)
+                self.terminate(f"registration refused by the ResourceManager: {resp.reason}")
+                return
             except Exception as e:  # noqa: BLE001 - retry until the deadline
                 self._log("registration attempt failed: %s", e, level=logging.WARNING)
             if time.monotonic() > deadline:
