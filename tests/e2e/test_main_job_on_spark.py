@@ -121,24 +121,23 @@ def test_cli_failed_job_shows_user_exception_and_exits_nonzero(tmp_path: Path) -
     assert "in boom" in err
 
 
+def _cli_plan(job: Path, pipeline: str, job_name: str) -> subprocess.CompletedProcess:
+    """Write a one-line program (`env.<pipeline>`) to `job` and run `millrace plan` on it."""
+    job.write_text(
+        "from runtime.api.datastream import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        f"env.{pipeline}\n"
+        f"env.execute('{job_name}')\n"
+    )
+    return subprocess.run([sys.executable, "-m", "runtime.cli", "plan", str(job)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
 def test_cli_rejects_invalid_program_at_compile_time_naming_the_operator(tmp_path: Path) -> None:
     job = tmp_path / "no_sink.py"
-    job.write_text(
-        "from runtime.api.datastream import StreamExecutionEnvironment\n"
-        "env = StreamExecutionEnvironment.get_execution_environment()\n"
-        "env.from_collection([1, 2]).map(lambda x: x)\n"
-        "env.execute('no-sink')\n"
-    )
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "plan", str(job)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = _cli_plan(job, "from_collection([1, 2]).map(lambda x: x)", "no-sink")
     assert proc.returncode == 2
     assert "has no sink" in proc.stderr and "Map" in proc.stderr and "Traceback" not in proc.stderr
-    job.write_text(
-        "from runtime.api.datastream import StreamExecutionEnvironment\n"
-        "env = StreamExecutionEnvironment.get_execution_environment()\n"
-        "env.from_collection([1, 2]).map(5).print()\n"
-        "env.execute('bad-fn')\n"
-    )
-    proc = subprocess.run([sys.executable, "-m", "runtime.cli", "plan", str(job)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = _cli_plan(job, "from_collection([1, 2]).map(5).print()", "bad-fn")
     assert proc.returncode == 2
     assert "map()" in proc.stderr and "int" in proc.stderr and "Traceback" not in proc.stderr
 

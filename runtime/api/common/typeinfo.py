@@ -81,54 +81,9 @@ class PickledBytesTypeInfo(TypeInformation):
         return "PICKLED_BYTE_ARRAY"
 
 
-class RowTypeInfo(TypeInformation):
-    def __init__(self, field_types: Sequence[TypeInformation], field_names: Sequence[str] | None = None) -> None:
-        self.field_types = list(field_types)
-        self.field_names = None if field_names is None else list(field_names)
-        if self.field_names is not None and len(self.field_names) != len(self.field_types):
-            raise ValueError(f"ROW_NAMED: {len(self.field_names)} names for {len(self.field_types)} types")
+class _FieldsTypeInfo(TypeInformation):
+    """What ROW and TUPLE share: an ordered list of field types."""
 
-    def get_field_names(self) -> list[str] | None:
-        # PyFlink gives unnamed rows f0, f1, ...
-        return self.field_names if self.field_names is not None else [f"f{i}" for i in range(len(self.field_types))]
-
-    def get_field_types(self) -> list[TypeInformation]:
-        return list(self.field_types)
-
-    def get_field_type(self, name_or_index: str | int) -> TypeInformation | None:
-        if isinstance(name_or_index, int):
-            return self.field_types[name_or_index] if 0 <= name_or_index < len(self.field_types) else None
-        names = self.get_field_names() or []
-        return self.field_types[names.index(name_or_index)] if name_or_index in names else None
-
-    def is_keyable(self) -> bool:
-        return all(t.is_keyable() for t in self.field_types)
-
-    def to_arrow_type(self) -> Any:
-        import pyarrow as pa
-
-        types = [t.to_arrow_type() for t in self.field_types]
-        if any(t is None for t in types):
-            return None
-        return pa.struct([pa.field(n, t) for n, t in zip(self.get_field_names() or [], types)])
-
-    def to_arrow_schema(self) -> Any:
-        if self.field_names is None:
-            return None
-        import pyarrow as pa
-
-        types = [t.to_arrow_type() for t in self.field_types]
-        if any(t is None for t in types):
-            return None
-        return pa.schema([pa.field(n, t) for n, t in zip(self.field_names, types)])
-
-    def __repr__(self) -> str:
-        if self.field_names is None:
-            return f"ROW({self.field_types})"
-        return "ROW_NAMED(" + ", ".join(f"{n}: {t}" for n, t in zip(self.field_names, self.field_types)) + ")"
-
-
-class TupleTypeInfo(TypeInformation):
     def __init__(self, field_types: Sequence[TypeInformation]) -> None:
         self.field_types = list(field_types)
 
@@ -138,13 +93,59 @@ class TupleTypeInfo(TypeInformation):
     def is_keyable(self) -> bool:
         return all(t.is_keyable() for t in self.field_types)
 
-    def to_arrow_type(self) -> Any:
+    def _arrow_fields(self, names: Sequence[str]) -> list[Any] | None:
+        """pyarrow fields named `names`, or None when a field type has no Arrow type."""
         import pyarrow as pa
 
         types = [t.to_arrow_type() for t in self.field_types]
         if any(t is None for t in types):
             return None
-        return pa.struct([pa.field(f"f{i}", t) for i, t in enumerate(types)])
+        return [pa.field(n, t) for n, t in zip(names, types)]
+
+
+class RowTypeInfo(_FieldsTypeInfo):
+    def __init__(self, field_types: Sequence[TypeInformation], field_names: Sequence[str] | None = None) -> None:
+        super().__init__(field_types)
+        self.field_names = None if field_names is None else list(field_names)
+        if self.field_names is not None and len(self.field_names) != len(self.field_types):
+            raise ValueError(f"ROW_NAMED: {len(self.field_names)} names for {len(self.field_types)} types")
+
+    def get_field_names(self) -> list[str] | None:
+        # PyFlink gives unnamed rows f0, f1, ...
+        return self.field_names if self.field_names is not None else [f"f{i}" for i in range(len(self.field_types))]
+
+    def get_field_type(self, name_or_index: str | int) -> TypeInformation | None:
+        if isinstance(name_or_index, int):
+            return self.field_types[name_or_index] if 0 <= name_or_index < len(self.field_types) else None
+        names = self.get_field_names() or []
+        return self.field_types[names.index(name_or_index)] if name_or_index in names else None
+
+    def to_arrow_type(self) -> Any:
+        import pyarrow as pa
+
+        fields = self._arrow_fields(self.get_field_names() or [])
+        return None if fields is None else pa.struct(fields)
+
+    def to_arrow_schema(self) -> Any:
+        if self.field_names is None:
+            return None
+        import pyarrow as pa
+
+        fields = self._arrow_fields(self.field_names)
+        return None if fields is None else pa.schema(fields)
+
+    def __repr__(self) -> str:
+        if self.field_names is None:
+            return f"ROW({self.field_types})"
+        return "ROW_NAMED(" + ", ".join(f"{n}: {t}" for n, t in zip(self.field_names, self.field_types)) + ")"
+
+
+class TupleTypeInfo(_FieldsTypeInfo):
+    def to_arrow_type(self) -> Any:
+        import pyarrow as pa
+
+        fields = self._arrow_fields([f"f{i}" for i in range(len(self.field_types))])
+        return None if fields is None else pa.struct(fields)
 
     def __repr__(self) -> str:
         return f"TUPLE({self.field_types})"

@@ -113,7 +113,21 @@ def _as_reduce_function(fn: Any) -> ReduceFunction:
     return fn if isinstance(fn, ReduceFunction) else _CallableReduce(fn)
 
 
-class _KeyedAdapter(KeyedProcessFunction):
+class _WrappingFunction(Function):
+    """An adapter around the user's function `self.fn`: open/close reach it when it is a rich Function."""
+
+    fn: Any
+
+    def open(self, runtime_context: Any) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.close()
+
+
+class _KeyedAdapter(_WrappingFunction, KeyedProcessFunction):
     """PyFlink runs KeyedStream.map/flat_map/filter as a KeyedProcessFunction so the function's
     runtime context has keyed state; so does Millrace."""
 
@@ -126,14 +140,6 @@ class _KeyedAdapter(KeyedProcessFunction):
             self._call = fn.flat_map if isinstance(fn, FlatMapFunction) else fn
         else:
             self._call = fn.filter if isinstance(fn, FilterFunction) else fn
-
-    def open(self, runtime_context: Any) -> None:
-        if isinstance(self.fn, Function):
-            self.fn.open(runtime_context)
-
-    def close(self) -> None:
-        if isinstance(self.fn, Function):
-            self.fn.close()
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         if self.kind == "map":
@@ -149,18 +155,12 @@ class _KeyedAdapter(KeyedProcessFunction):
         self.__init__(state["fn"], state["kind"])  # type: ignore[misc]
 
 
-class _KeyedCoAdapter(KeyedCoProcessFunction):
+class _KeyedCoAdapter(_WrappingFunction, KeyedCoProcessFunction):
     """connect(...).key_by(...).map/flat_map as a KeyedCoProcessFunction (keyed state available)."""
 
     def __init__(self, fn: Any, kind: str) -> None:
-        self.fn = fn
+        self.fn = fn  # a CoMapFunction / CoFlatMapFunction, so always a rich Function
         self.kind = kind
-
-    def open(self, runtime_context: Any) -> None:
-        self.fn.open(runtime_context)
-
-    def close(self) -> None:
-        self.fn.close()
 
     def process_element1(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         return (self.fn.map1(value),) if self.kind == "map" else self.fn.flat_map1(value)
@@ -169,19 +169,11 @@ class _KeyedCoAdapter(KeyedCoProcessFunction):
         return (self.fn.map2(value),) if self.kind == "map" else self.fn.flat_map2(value)
 
 
-class _WindowFunctionAdapter(ProcessWindowFunction):
+class _WindowFunctionAdapter(_WrappingFunction, ProcessWindowFunction):
     """WindowFunction.apply(key, window, inputs) run as a ProcessWindowFunction."""
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
-
-    def open(self, runtime_context: Any) -> None:
-        if isinstance(self.fn, Function):
-            self.fn.open(runtime_context)
-
-    def close(self) -> None:
-        if isinstance(self.fn, Function):
-            self.fn.close()
 
     def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
         return self.fn.apply(key, context.window(), elements)
@@ -975,23 +967,25 @@ class ConnectedStreams:
         ks2 = self.stream2._key_selector  # type: ignore[attr-defined]
         return self._two_input(name, functools.partial(KeyedCoProcessOperator, ks1, ks2, fn), output_type, True)
 
-    def map(self, func: Any, output_type: Any = None) -> DataStream:
-        if not isinstance(func, CoMapFunction):
-            raise InvalidProgramError(f"map(): expected a CoMapFunction, got {_type_name(func)}")
-        if self._is_keyed():
-            return self._keyed_co("Co-Map", _KeyedCoAdapter(func, "map"), output_type)
-        from runtime.api.operators.simple import CoStreamMap
+    def _co_map(self, kind: str, func: Any, output_type: Any) -> DataStream:
+        """map / flat_map: a Co(Flat)MapFunction, run as a KeyedCoProcessFunction when both inputs are keyed."""
+        from runtime.api.operators.simple import CoStreamFlatMap, CoStreamMap
 
-        return self._two_input("Co-Map", functools.partial(CoStreamMap, func), output_type, False)
+        cls, name, operator = {
+            "map": (CoMapFunction, "Co-Map", CoStreamMap),
+            "flat_map": (CoFlatMapFunction, "Co-Flat Map", CoStreamFlatMap),
+        }[kind]
+        if not isinstance(func, cls):
+            raise InvalidProgramError(f"{kind}(): expected a {cls.__name__}, got {_type_name(func)}")
+        if self._is_keyed():
+            return self._keyed_co(name, _KeyedCoAdapter(func, kind), output_type)
+        return self._two_input(name, functools.partial(operator, func), output_type, False)
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        return self._co_map("map", func, output_type)
 
     def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
-        if not isinstance(func, CoFlatMapFunction):
-            raise InvalidProgramError(f"flat_map(): expected a CoFlatMapFunction, got {_type_name(func)}")
-        if self._is_keyed():
-            return self._keyed_co("Co-Flat Map", _KeyedCoAdapter(func, "flat_map"), output_type)
-        from runtime.api.operators.simple import CoStreamFlatMap
-
-        return self._two_input("Co-Flat Map", functools.partial(CoStreamFlatMap, func), output_type, False)
+        return self._co_map("flat_map", func, output_type)
 
     def process(self, func: Any, output_type: Any = None) -> DataStream:
         if self._is_keyed():

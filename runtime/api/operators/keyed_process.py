@@ -1,7 +1,7 @@
 """KeyedStream.process(KeyedProcessFunction). Port of Flink's KeyedProcessOperator."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from runtime.api.datastream.functions import KeyedProcessFunction, TimeDomain, TimerService
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function
@@ -40,8 +40,12 @@ class SimpleTimerService(TimerService):
         self._svc.delete_event_time_timer(VOID_NAMESPACE, timestamp)
 
 
-class KeyedProcessContext(KeyedProcessFunction.OnTimerContext):
-    """One mutable context object serves process_element and on_timer (like Flink's)."""
+class KeyedTimerContext:
+    """The one mutable context object that serves process_element and on_timer (like Flink's).
+
+    Shared by KeyedProcessOperator and KeyedCoProcessOperator; each mixes it into its
+    function's OnTimerContext (see KeyedProcessContext / KeyedCoProcessContext).
+    """
 
     __slots__ = ("_ts", "_domain", "_timer_service", "_op")
 
@@ -67,24 +71,29 @@ class KeyedProcessContext(KeyedProcessFunction.OnTimerContext):
         return self._domain
 
 
-class KeyedProcessOperator(AbstractKeyedOperator):
-    """Per record: set the current key, process_element; timers call on_timer.
+class KeyedProcessContext(KeyedTimerContext, KeyedProcessFunction.OnTimerContext):
+    __slots__ = ()
+
+
+class AbstractKeyedProcessOperator(AbstractKeyedOperator):
+    """What KeyedProcessOperator and KeyedCoProcessOperator share: the user timer service, the one
+    context object, the per-record loop and on_timer.
 
     Outputs of process_element keep the input timestamp; outputs of an event-time on_timer carry
     the timer's timestamp; outputs of a processing-time on_timer carry none (Flink erases it).
     """
 
-    def __init__(self, key_selector: Any, function: KeyedProcessFunction) -> None:
+    context_type: type[KeyedTimerContext] = KeyedTimerContext
+
+    def __init__(self, function: Any) -> None:
         super().__init__()
-        self.key_selector = key_selector
         self.function = function
-        self._key = KeyExtractor(key_selector)
-        self._pctx: KeyedProcessContext | None = None
+        self._pctx: KeyedTimerContext | None = None
 
     def open(self) -> None:
         assert self.runtime_context is not None
         svc = self.get_internal_timer_service(USER_TIMERS, self)
-        self._pctx = KeyedProcessContext(self, SimpleTimerService(svc))
+        self._pctx = self.context_type(self, SimpleTimerService(svc))
         open_function(self.function, self.runtime_context)
 
     def close(self) -> None:
@@ -93,14 +102,16 @@ class KeyedProcessOperator(AbstractKeyedOperator):
         finally:
             super().close()
 
-    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+    def _process_keyed(
+        self, batch: RecordBatch, key: KeyExtractor, process: Callable[[Any, Any], Iterable[Any] | None]
+    ) -> None:
+        """Per record: set the current key, call process(value, ctx), collect with the input timestamp."""
         backend = self.keyed_state_backend
         ctx = self._pctx
         assert backend is not None and ctx is not None
-        keys, kgs = self._keys_and_groups(self._key, batch)
+        keys, kgs = self._keys_and_groups(key, batch)
         rows = batch.rows()
         tss = batch.timestamps.tolist() if batch.timestamps is not None else None
-        process = self.function.process_element
         collect_all = self.collect_all
         ctx._domain = None
         for i, value in enumerate(rows):
@@ -129,3 +140,17 @@ class KeyedProcessOperator(AbstractKeyedOperator):
         ctx._ts = timer.timestamp
         ctx._domain = TimeDomain.PROCESSING_TIME
         self.collect_all(self.function.on_timer(timer.timestamp, ctx), None)
+
+
+class KeyedProcessOperator(AbstractKeyedProcessOperator):
+    """Per record: set the current key, process_element; timers call on_timer."""
+
+    context_type = KeyedProcessContext
+
+    def __init__(self, key_selector: Any, function: KeyedProcessFunction) -> None:
+        super().__init__(function)
+        self.key_selector = key_selector
+        self._key = KeyExtractor(key_selector)
+
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        self._process_keyed(batch, self._key, self.function.process_element)

@@ -59,15 +59,21 @@ class _FunctionOperator(StreamOperator):
             ts = None if timestamps is None else np.asarray(timestamps, dtype=np.int64)
             self.output.emit(ObjectBatch(values, ts))
 
-
-class StreamMap(_FunctionOperator):
-    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
-        fn: Callable[[Any], Any] = self.function.map if isinstance(self.function, MapFunction) else self.function
+    def _map_batch(self, fn: Callable[[Any], Any], batch: RecordBatch) -> None:
+        """One output per record: fn(value)."""
         # same count in and out: timestamps carry over unchanged
         out = [fn(v) for v in batch.rows()]
         if out:
             assert self.output is not None
             self.output.emit(ObjectBatch(out, batch.timestamps))
+
+    def _flat_map_batch(self, fn: Callable[[Any], Iterable[Any] | None], batch: RecordBatch) -> None:
+        """Any number of outputs per record: what fn(value) returns or yields."""
+        values: list[Any] = []
+        stamps: list[int] | None = None if batch.timestamps is None else []
+        for v, ts in batch.records_with_timestamps():
+            _flat_collect(fn(v), ts, values, stamps)
+        self._emit(values, stamps)
 
 
 def _flat_collect(results: Iterable[Any] | None, ts: int | None, values: list[Any], stamps: list[int] | None) -> None:
@@ -79,14 +85,16 @@ def _flat_collect(results: Iterable[Any] | None, ts: int | None, values: list[An
             stamps.append(ts)  # type: ignore[arg-type]
 
 
+class StreamMap(_FunctionOperator):
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        fn: Callable[[Any], Any] = self.function.map if isinstance(self.function, MapFunction) else self.function
+        self._map_batch(fn, batch)
+
+
 class StreamFlatMap(_FunctionOperator):
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         fn = self.function.flat_map if isinstance(self.function, FlatMapFunction) else self.function
-        values: list[Any] = []
-        stamps: list[int] | None = None if batch.timestamps is None else []
-        for v, ts in batch.records_with_timestamps():
-            _flat_collect(fn(v), ts, values, stamps)
-        self._emit(values, stamps)
+        self._flat_map_batch(fn, batch)
 
 
 class StreamFilter(_FunctionOperator):
@@ -150,15 +158,15 @@ class _ProcessContext(ProcessFunction.Context, CoProcessFunction.Context):
         return self._timer_service
 
 
-class ProcessOperator(_FunctionOperator):
-    """Non-keyed ProcessFunction: ctx.timestamp() works, timers are refused (like Flink)."""
+class _ProcessFunctionOperator(_FunctionOperator):
+    """Runs a non-keyed (Co)ProcessFunction: ctx.timestamp() works, timers are refused (like Flink)."""
 
     def open(self) -> None:
         self._pctx = _ProcessContext(_NonKeyedTimerService(self))
         super().open()
 
-    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
-        fn = self.function.process_element if isinstance(self.function, ProcessFunction) else self.function
+    def _process_batch_with(self, fn: Callable[[Any, Any], Iterable[Any] | None], batch: RecordBatch) -> None:
+        """Per record: fn(value, ctx) with ctx.timestamp() = the record's timestamp."""
         pctx = self._pctx
         values: list[Any] = []
         stamps: list[int] | None = None if batch.timestamps is None else []
@@ -166,6 +174,14 @@ class ProcessOperator(_FunctionOperator):
             pctx._ts = ts
             _flat_collect(fn(v, pctx), ts, values, stamps)
         self._emit(values, stamps)
+
+
+class ProcessOperator(_ProcessFunctionOperator):
+    """Non-keyed ProcessFunction: ctx.timestamp() works, timers are refused (like Flink)."""
+
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        fn = self.function.process_element if isinstance(self.function, ProcessFunction) else self.function
+        self._process_batch_with(fn, batch)
 
 
 # -- vectorized ----------------------------------------------------------------------------------
@@ -206,24 +222,17 @@ def _columns_from_result(result: Any) -> dict[str, np.ndarray]:
     )
 
 
-class MapBatchesOperator(StreamOperator):
+class MapBatchesOperator(_FunctionOperator):
     """The vectorized path: fn(batch) -> batch of the same kind, no per-record Python call.
 
     Timestamps carry over when the row count is unchanged; otherwise they are dropped.
     """
 
     def __init__(self, function: Callable[[Any], Any], batch_format: str = "numpy") -> None:
-        super().__init__()
+        super().__init__(function)
         if batch_format not in BATCH_FORMATS:
             raise InvalidProgramError(f"map_batches(): batch_format must be one of {BATCH_FORMATS}, got {batch_format!r}")
-        self.function = function
         self.batch_format = batch_format
-
-    def open(self) -> None:
-        _open_function(self, self.function)
-
-    def close(self) -> None:
-        _close_function(self.function)
 
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         if len(batch) == 0:
@@ -261,41 +270,23 @@ class _TwoInputFunctionOperator(_FunctionOperator):
 class CoStreamMap(_TwoInputFunctionOperator):
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         f: CoMapFunction = self.function
-        fn = f.map1 if input_index == 0 else f.map2
-        out = [fn(v) for v in batch.rows()]
-        if out:
-            assert self.output is not None
-            self.output.emit(ObjectBatch(out, batch.timestamps))
+        self._map_batch(f.map1 if input_index == 0 else f.map2, batch)
 
 
 class CoStreamFlatMap(_TwoInputFunctionOperator):
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         f: CoFlatMapFunction = self.function
-        fn = f.flat_map1 if input_index == 0 else f.flat_map2
-        values: list[Any] = []
-        stamps: list[int] | None = None if batch.timestamps is None else []
-        for v, ts in batch.records_with_timestamps():
-            _flat_collect(fn(v), ts, values, stamps)
-        self._emit(values, stamps)
+        self._flat_map_batch(f.flat_map1 if input_index == 0 else f.flat_map2, batch)
 
 
-class CoProcessOperator(_TwoInputFunctionOperator):
+class CoProcessOperator(_ProcessFunctionOperator):
     """Non-keyed CoProcessFunction (timers refused, like Flink's CoProcessOperator)."""
 
-    def open(self) -> None:
-        self._pctx = _ProcessContext(_NonKeyedTimerService(self))
-        super().open()
+    num_inputs = 2
 
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         f: CoProcessFunction = self.function
-        fn = f.process_element1 if input_index == 0 else f.process_element2
-        pctx = self._pctx
-        values: list[Any] = []
-        stamps: list[int] | None = None if batch.timestamps is None else []
-        for v, ts in batch.records_with_timestamps():
-            pctx._ts = ts
-            _flat_collect(fn(v, pctx), ts, values, stamps)
-        self._emit(values, stamps)
+        self._process_batch_with(f.process_element1 if input_index == 0 else f.process_element2, batch)
 
 
 # -- event time ------------------------------------------------------------------------------------

@@ -353,6 +353,27 @@ class WindowOperator(AbstractKeyedOperator):
             merging.retire_window(window)
             merging.persist()
 
+    def _fire_and_purge(self, window: Window, result: TriggerResult) -> None:
+        """Act on a trigger's answer for the pane whose namespace `self._contents` is set to."""
+        if result.is_fire():
+            c = self._contents_or_none()
+            if c is not None:
+                self._emit_window_contents(window, c)
+        if result.is_purge():
+            self._contents.clear()
+
+    def _add_to_pane(self, window: Window, state_window: Any, value: Any, ts: int | None) -> None:
+        """Add value to `window`'s pane (its contents live under `state_window`; for merging
+        windows that is the MergingWindowSet's state window, else the window itself), let the
+        trigger decide, and register the cleanup timer."""
+        contents, tctx = self._contents, self._tctx
+        contents.set_current_namespace(state_window)
+        contents.add(value)
+        tctx.window = window
+        tctx.merged_windows = None
+        self._fire_and_purge(window, tctx.on_element(value, ts))
+        self._register_cleanup_timer(window)
+
     # elements ------------------------------------------------------------------------------
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         backend = self.keyed_state_backend
@@ -404,36 +425,14 @@ class WindowOperator(AbstractKeyedOperator):
                 state_window = merging.get_state_window(actual)
                 if state_window is None:
                     raise MillraceError(f"window {actual} has no state window")
-                contents.set_current_namespace(state_window)
-                contents.add(value)
-                tctx.window = actual
-                tctx.merged_windows = None
-                result = tctx.on_element(value, ts)
-                if result.is_fire():
-                    c = self._contents_or_none()
-                    if c is not None:
-                        self._emit_window_contents(actual, c)
-                if result.is_purge():
-                    contents.clear()
-                self._register_cleanup_timer(actual)
+                self._add_to_pane(actual, state_window, value, ts)
             merging.persist()
         else:
             for window in windows:
                 if self._is_window_late(window):
                     continue
                 skipped = False
-                contents.set_current_namespace(window)
-                contents.add(value)
-                tctx.window = window
-                tctx.merged_windows = None
-                result = tctx.on_element(value, ts)
-                if result.is_fire():
-                    c = self._contents_or_none()
-                    if c is not None:
-                        self._emit_window_contents(window, c)
-                if result.is_purge():
-                    contents.clear()
-                self._register_cleanup_timer(window)
+                self._add_to_pane(window, window, value, ts)
         if skipped and self._is_element_late(ts):
             self.num_late_records_dropped += 1  # Flink: numLateRecordsDropped (no side output yet)
 
@@ -454,12 +453,7 @@ class WindowOperator(AbstractKeyedOperator):
         else:
             contents.set_current_namespace(window)
         result = tctx.on_event_time(timer.timestamp) if event_time else tctx.on_processing_time(timer.timestamp)
-        if result.is_fire():
-            c = self._contents_or_none()
-            if c is not None:
-                self._emit_window_contents(window, c)
-        if result.is_purge():
-            contents.clear()
+        self._fire_and_purge(window, result)
         if self._event_time == event_time and self._cleanup_time(window) == timer.timestamp:
             self._clear_all_state(window, merging)
         if merging is not None:

@@ -15,7 +15,7 @@ from runtime.api.operators.base import InputStatus
 from runtime.core.records import RecordBatch, Watermark
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
-from tests.unit.api.harness import make_context
+from tests.harness import make_context
 
 
 class _Gateway:
@@ -86,7 +86,7 @@ class LocalExecutor:
                 if c.coordinator_provider is not None:
                     coords[c.node_id] = cloudpickle.loads(c.coordinator_provider).create(job_graph.job_id, c.name, 1)
                     gw = _Gateway(coords[c.node_id])
-                ctx = make_context(name=c.name, gateway=gw, max_parallelism=v.max_parallelism)
+                ctx = make_context(name=c.name, task_name=c.name, gateway=gw, max_parallelism=v.max_parallelism)
                 ctx.output = out
                 ctx.config = dict(job_graph.config)
                 op.setup(ctx)

@@ -11,7 +11,7 @@ from runtime.api.connectors.print import PrintSinkOperator
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
 from runtime.core.row import Row
 from runtime.core.states import JobStatus
-from tests.unit.api.harness import FakeEventGateway, obj, open_operator, run_one_input, run_source
+from tests.harness import FakeEventGateway, obj, open_operator, run_one_input, run_source
 
 pytestmark = pytest.mark.unit
 
@@ -24,12 +24,12 @@ def _run_all_subtasks(source, parallelism):
 def test_generator_splits_cover_index_space_exactly_once(count, batch_size, parallelism):
     src = DataGeneratorSource(lambda i: i, count, batch_size=batch_size)
     outs = _run_all_subtasks(src, parallelism)
-    seen = [r for o in outs for r in o.records()]
+    seen = [r for o in outs for r in o.values()]
     assert sorted(seen) == list(range(count))
     for o in outs:
         assert all(len(b) <= batch_size for b in o.batches)
         assert o.watermarks[-1:] == [MAX_TIMESTAMP]
-        recs = o.records()
+        recs = o.values()
         assert recs == sorted(recs)  # each subtask walks forward
 
 
@@ -47,37 +47,37 @@ def test_generator_is_deterministic_and_batch_path_agrees_with_record_path():
     batched = DataGeneratorSource(
         None, 50, batch_generator=lambda idx: {"id": idx, "v": idx * 2.5, "ts": 1000 + idx}, batch_size=8
     )
-    a = [r for o in _run_all_subtasks(per_record, 3) for r in o.records()]
+    a = [r for o in _run_all_subtasks(per_record, 3) for r in o.values()]
     b_outs = _run_all_subtasks(batched, 3)
     assert all(isinstance(b, ColumnBatch) for o in b_outs for b in o.batches)
-    b = [r for o in b_outs for r in o.records()]
+    b = [r for o in b_outs for r in o.values()]
     assert a == b
-    assert a == [r for o in _run_all_subtasks(per_record, 3) for r in o.records()]
+    assert a == [r for o in _run_all_subtasks(per_record, 3) for r in o.values()]
 
 
 def test_number_sequence_inclusive():
     outs = _run_all_subtasks(NumberSequenceSource(5, 20), 2)
-    assert sorted(r for o in outs for r in o.records()) == list(range(5, 21))
+    assert sorted(r for o in outs for r in o.values()) == list(range(5, 21))
 
 
 def test_collection_source_batches_and_rows():
     src = CollectionSource(list(range(20000)))
     out = run_source(src.create_operator())
     assert [len(b) for b in out.batches] == [8192, 8192, 3616]
-    assert out.records() == list(range(20000))
+    assert out.values() == list(range(20000))
     assert out.watermarks == [MAX_TIMESTAMP]
     named = CollectionSource([(1, "a"), (2, "b")], Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()]))
     out2 = run_source(named.create_operator())
     assert isinstance(out2.batches[0], ColumnBatch)
-    assert out2.records() == [Row(id=1, name="a"), Row(id=2, name="b")]
+    assert out2.values() == [Row(id=1, name="a"), Row(id=2, name="b")]
     # an unnamed ROW: tuples become Rows, objects path
     out3 = run_source(CollectionSource([(1, None)], Types.ROW([Types.INT(), Types.STRING()])).create_operator())
-    assert out3.records() == [Row(1, None)]
+    assert out3.values() == [Row(1, None)]
 
 
 def test_collection_source_empty_and_other_subtasks():
-    assert run_source(CollectionSource([]).create_operator()).records() == []
-    assert run_source(CollectionSource([1, 2]).create_operator(), subtask=1, parallelism=2).records() == []
+    assert run_source(CollectionSource([]).create_operator()).values() == []
+    assert run_source(CollectionSource([1, 2]).create_operator(), subtask=1, parallelism=2).values() == []
 
 
 def test_print_sink_prefix(capsys):

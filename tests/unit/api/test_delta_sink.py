@@ -12,7 +12,7 @@ from runtime.core.errors import StorageError
 from runtime.core.records import ColumnBatch
 from runtime.core.row import Row
 from runtime.storage.delta_commit import commit_add_files
-from tests.unit.api.harness import FakeEventGateway, obj, open_operator, run_one_input
+from tests.harness import FakeEventGateway, obj, open_operator, run_one_input
 
 pytestmark = pytest.mark.unit
 

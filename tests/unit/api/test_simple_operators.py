@@ -24,14 +24,14 @@ from runtime.api.operators.simple import (
 from runtime.core.errors import InvalidProgramError
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, Watermark
 from runtime.core.row import Row
-from tests.unit.api.harness import obj, open_operator, run_one_input
+from tests.harness import obj, open_operator, run_one_input
 
 pytestmark = pytest.mark.unit
 
 
 def test_map_lambda_keeps_timestamps_one_batch_per_input():
     out = run_one_input(StreamMap(lambda x: x * 2), [obj([1, 2, 3], [10, 20, 30]), obj([4])])
-    assert out.records() == [2, 4, 6, 8]
+    assert out.values() == [2, 4, 6, 8]
     assert out.timestamps() == [10, 20, 30, None]
     assert len(out.batches) == 2
 
@@ -54,7 +54,7 @@ class Opened(MapFunction):
 def test_map_function_open_close_with_runtime_context():
     fn = Opened()
     out = run_one_input(StreamMap(fn), [obj(["a"])], subtask=1, parallelism=3)
-    assert out.records() == [((1, 3), "a")]
+    assert out.values() == [((1, 3), "a")]
     assert fn.closed
 
 
@@ -64,14 +64,14 @@ def test_flat_map_outputs_inherit_input_timestamp():
             yield from value.split()
 
     out = run_one_input(StreamFlatMap(Split()), [obj(["a b", "", "c"], [1, 2, 3])])
-    assert out.records() == ["a", "b", "c"]
+    assert out.values() == ["a", "b", "c"]
     assert out.timestamps() == [1, 1, 3]
     assert len(out.batches) == 1
 
 
 def test_flat_map_lambda_returning_list_and_none():
     out = run_one_input(StreamFlatMap(lambda x: [x] * x if x else None), [obj([0, 1, 2])])
-    assert out.records() == [1, 2, 2]
+    assert out.values() == [1, 2, 2]
 
 
 def test_filter_keeps_column_batch_columnar():
@@ -89,7 +89,7 @@ def test_process_function_sees_timestamp_and_refuses_timers():
             yield (value, ctx.timestamp(), ctx.timer_service().current_processing_time())
 
     out = run_one_input(ProcessOperator(P()), [obj(["x"], [42])])
-    assert out.records() == [("x", 42, 0)]
+    assert out.values() == [("x", 42, 0)]
 
     class T(ProcessFunction):
         def process_element(self, value, ctx):
@@ -123,7 +123,7 @@ def test_map_batches_pyarrow_from_named_rows():
         return pa.RecordBatch.from_arrays([pc.multiply(rb.column(0), 3), rb.column(1)], names=["a3", "b"])
 
     out = run_one_input(MapBatchesOperator(fn, "pyarrow"), [obj(rows)])
-    assert [r.as_dict() for r in out.records()] == [{"a3": 3, "b": "x"}, {"a3": 6, "b": "y"}]
+    assert [r.as_dict() for r in out.values()] == [{"a3": 3, "b": "x"}, {"a3": 6, "b": "y"}]
 
 
 def test_map_batches_rejects_unnamed_records():
@@ -145,7 +145,7 @@ def test_co_map_and_co_flat_map():
     out = open_operator(op)
     op.process_batch(obj([1]), 0)
     op.process_batch(obj([2], [7]), 1)
-    assert out.records() == [("left", 1), ("right", 2)]
+    assert out.values() == [("left", 1), ("right", 2)]
     assert out.timestamps() == [None, 7]
 
     class CF(CoFlatMapFunction):
@@ -159,7 +159,7 @@ def test_co_map_and_co_flat_map():
     out2 = open_operator(op2)
     op2.process_batch(obj(["a"]), 0)
     op2.process_batch(obj(["b"]), 1)
-    assert out2.records() == ["a", "a"]
+    assert out2.values() == ["a", "a"]
 
 
 def test_co_operator_combines_watermarks_by_min():
@@ -189,7 +189,7 @@ def test_bounded_out_of_orderness_watermarks_per_batch():
     assert out.timestamps() == [100, 90, 95, 150]
     assert out.watermarks == [100 - 10 - 1, 150 - 10 - 1, MAX_TIMESTAMP]
     # the watermark follows its batch
-    assert isinstance(out.elements[0], ObjectBatch) and out.elements[1] == Watermark(89)
+    assert isinstance(out.events[0], ObjectBatch) and out.events[1] == Watermark(89)
 
 
 def test_monotonous_field_assigner_is_vectorized_on_columns():

@@ -9,7 +9,7 @@ from runtime.graph.job_graph import DistributionPattern as DP
 from runtime.graph.job_graph import ResultPartitionType as RT
 from runtime.graph.job_graph_builder import build_job_graph
 from runtime.graph.stream_graph_generator import generate_stream_graph
-from tests.unit.graph import hand_made_job_graph, key_by, one, sink, source
+from tests.graph_builders import hand_made_job_graph, key_by, one, sink, source
 
 pytestmark = pytest.mark.unit
 

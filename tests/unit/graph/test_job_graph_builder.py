@@ -7,7 +7,7 @@ from runtime.graph.job_graph import DistributionPattern, JobGraph, JobType, Resu
 from runtime.graph.job_graph_builder import build_job_graph
 from runtime.graph.stream_graph_generator import generate_stream_graph
 from runtime.graph.transformations import ChainingStrategy, ExchangeMode, PartitionerKind, PartitionTransformation, PartitionerSpec
-from tests.unit.graph import DummyOperator, key_by, one, partition, sink, source, two, union
+from tests.graph_builders import DummyOperator, key_by, one, partition, sink, source, two, union
 
 pytestmark = pytest.mark.unit
 

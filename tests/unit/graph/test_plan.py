@@ -7,7 +7,7 @@ import pytest
 from runtime.graph.job_graph_builder import build_job_graph
 from runtime.graph.plan import format_plan, plan_summary
 from runtime.graph.stream_graph_generator import generate_stream_graph
-from tests.unit.graph import key_by, one, sink, source
+from tests.graph_builders import key_by, one, sink, source
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from runtime.graph.regions import (
     strongly_connected_components,
 )
 from runtime.graph.transformations import PartitionerKind
-from tests.unit.graph import hand_made_job_graph
+from tests.graph_builders import hand_made_job_graph
 
 pytestmark = pytest.mark.unit
 

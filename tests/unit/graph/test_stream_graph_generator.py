@@ -12,7 +12,7 @@ from runtime.graph.transformations import (
     PartitionerSpec,
     PartitionTransformation,
 )
-from tests.unit.graph import key_by, one, partition, sink, source, two, union
+from tests.graph_builders import key_by, one, partition, sink, source, two, union
 
 pytestmark = pytest.mark.unit
 

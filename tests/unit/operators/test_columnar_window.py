@@ -20,7 +20,7 @@ from runtime.core.errors import InvalidProgramError
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, Watermark
 from runtime.core.row import Row
-from tests.unit.operators.harness import Harness
+from tests.harness import Harness
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from runtime.core.errors import MillraceError
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.core.records import ColumnBatch, ObjectBatch, Watermark
 from runtime.core.row import Row
-from tests.unit.operators.harness import CollectingOutput, FakeProcessingTimeService, Harness, make_context
+from tests.harness import CollectingOutput, FakeProcessingTimeService, Harness, make_context
 
 pytestmark = pytest.mark.unit
 
@@ -42,18 +42,18 @@ def test_keyed_process_event_timers(backend):
     h = Harness(KeyedProcessOperator(lambda r: r[0], CountWithTimeout()), backend=backend)
     h.process([("a", 1), ("b", 2), ("a", 3)], [1, 2, 3])
     assert len(h.output.batches) == 1  # one batch per input batch
-    assert h.output.records() == [(("seen", "a", 1), 1), (("seen", "b", 2), 2), (("seen", "a", 3), 3)]
+    assert h.output.records_with_timestamps() == [(("seen", "a", 1), 1), (("seen", "b", 2), 2), (("seen", "a", 3), 3)]
     h.output.clear()
     h.process([("b", 5), ("c", 20)], [5, 20])
     h.output.clear()
     h.watermark(14)
     # timers at 11 (a, stale), 12 (b, stale), 13 (a), 15 (b) ... only <= 14 fire, before the watermark
     assert h.output.events[0].rows() == [("a", 2, 13)]
-    assert h.output.records() == [(("a", 2, 13), 13)]
+    assert h.output.records_with_timestamps() == [(("a", 2, 13), 13)]
     assert h.output.events[-1] == Watermark(14)
     h.output.clear()
     h.watermark(1 << 62)
-    assert h.output.records() == [(("b", 2, 15), 15), (("c", 1, 30), 30)]
+    assert h.output.records_with_timestamps() == [(("b", 2, 15), 15), (("c", 1, 30), 30)]
     assert isinstance(h.output.events[-1], Watermark)
     h.close()
 
@@ -92,7 +92,7 @@ class Echo(KeyedProcessFunction):
 def test_keyed_process_on_column_batches_with_field_key():
     h = Harness(KeyedProcessOperator("k", Echo()))
     h.op.process_batch(ColumnBatch({"k": np.array([1, 2, 1]), "v": np.array([10, 20, 30])}, None))
-    assert h.output.records() == [((1, 10), None), ((2, 20), None), ((1, 30), None)]
+    assert h.output.records_with_timestamps() == [((1, 10), None), ((2, 20), None), ((1, 30), None)]
 
 
 def test_key_outside_key_group_range_is_reported():

@@ -9,7 +9,7 @@ from runtime.api.datastream.state import ListStateDescriptor, ValueStateDescript
 from runtime.api.operators.co_process import KeyedCoProcessOperator
 from runtime.api.operators.keyed_reduce import KeyedReduceOperator
 from runtime.core.records import Watermark
-from tests.unit.operators.harness import Harness
+from tests.harness import Harness
 
 pytestmark = pytest.mark.unit
 
@@ -33,7 +33,7 @@ def test_keyed_reduce_running_results(fn, backend):
         running[k] = running.get(k, 0) + v
         expected.append((k, running[k]))
     assert h.output.values() == expected
-    assert [t for _, t in h.output.records()] == list(range(200))  # timestamps kept
+    assert [t for _, t in h.output.records_with_timestamps()] == list(range(200))  # timestamps kept
     assert len(h.output.batches) == 4
     h.close()
 
@@ -76,7 +76,7 @@ def test_keyed_co_process():
     h.watermark(500, input_index=0)
     assert h.output.events == []  # the combined watermark waits for input 1
     h.watermark(115, input_index=1)
-    assert h.output.records() == [(("timeout", 1, "o1"), 110)]
+    assert h.output.records_with_timestamps() == [(("timeout", 1, "o1"), 110)]
     assert h.output.events[-1] == Watermark(115)
     h.watermark(1000, input_index=1)
     assert h.output.values()[-1] == ("timeout", 3, "o3")

@@ -25,7 +25,7 @@ from runtime.api.datastream.window import (
 from runtime.api.operators.window_operator import WindowOperator
 from runtime.core.errors import MillraceError
 from runtime.core.records import MAX_TIMESTAMP, Watermark
-from tests.unit.operators.harness import Harness
+from tests.harness import Harness
 
 pytestmark = pytest.mark.unit
 
@@ -165,7 +165,7 @@ def test_tumbling_reduce_matches_reference(backend):
     h = run(WindowOperator(lambda r: r[0], TumblingEventTimeWindows.of(50), None, ("reduce", SumReduce(), None)), events, backend=backend)
     panes = reference_panes(events, tumbling(50))
     expected = sorted(((k, sum(e[1] for e in els), max(e[2] for e in els)), w.end - 1) for (k, w), els in panes.items())
-    assert sorted(h.output.records()) == expected
+    assert sorted(h.output.records_with_timestamps()) == expected
     assert h.op.num_late_records_dropped == len(events) - sum(len(v) for v in panes.values()) > 0
     # every output is emitted before the watermark that fired it
     seen_wm = -(1 << 63)
@@ -181,8 +181,8 @@ def test_tumbling_with_offset():
     op = WindowOperator(lambda r: r[0], TumblingEventTimeWindows.of(30, 7), None, ("aggregate", AvgAgg(), None))
     h = run(op, events)
     panes = reference_panes(events, tumbling(30, 7))
-    assert sorted(h.output.records()) == sorted(((sum(e[1] for e in els), len(els)), w.end - 1) for (k, w), els in panes.items())
-    assert all((t - 7 + 1) % 30 == 0 for _, t in h.output.records())
+    assert sorted(h.output.records_with_timestamps()) == sorted(((sum(e[1] for e in els), len(els)), w.end - 1) for (k, w), els in panes.items())
+    assert all((t - 7 + 1) % 30 == 0 for _, t in h.output.records_with_timestamps())
 
 
 def test_sliding_aggregate_with_process_matches_reference():
@@ -191,7 +191,7 @@ def test_sliding_aggregate_with_process_matches_reference():
     h = run(op, events)
     panes = reference_panes(events, sliding(60, 20))
     expected = sorted(((k, w.start, w.end, [(sum(e[1] for e in els), len(els))]), w.end - 1) for (k, w), els in panes.items())
-    assert sorted(h.output.records()) == expected
+    assert sorted(h.output.records_with_timestamps()) == expected
 
 
 def test_sliding_process_matches_reference():
@@ -200,7 +200,7 @@ def test_sliding_process_matches_reference():
     h = run(op, events, backend="rocksdb")
     panes = reference_panes(events, sliding(45, 15))
     expected = sorted(((k, w.start, w.end, sum(e[1] for e in els), len(els)), w.end - 1) for (k, w), els in panes.items())
-    assert sorted(h.output.records()) == expected
+    assert sorted(h.output.records_with_timestamps()) == expected
 
 
 def test_reduce_with_window_function_apply():
@@ -235,7 +235,7 @@ def test_event_time_sessions_match_reference(backend, spec):
         expected = [((sum(e[1] for e in els), len(els)), w.end - 1) for k, w, els in ref]
     else:
         expected = [((k, sum(e[1] for e in els), max(e[2] for e in els)), w.end - 1) for k, w, els in ref]
-    assert sorted(h.output.records()) == sorted(expected)
+    assert sorted(h.output.records_with_timestamps()) == sorted(expected)
     # nothing left behind: contents, merging sets and timers are all cleaned up
     backend_ = h.op.keyed_state_backend
     assert list(backend_.get_keys_and_namespaces("window-contents")) == []
@@ -250,7 +250,7 @@ def test_session_bridge_merges_three_windows():
     h.process([("k", 1, 0), ("k", 2, 15)], [0, 15])
     h.process([("k", 4, 8)], [8])  # [8,18) bridges [0,10) and [15,25)
     h.watermark(100)
-    assert h.output.records() == [(("k", 0, 25, 7, 3), 24)]
+    assert h.output.records_with_timestamps() == [(("k", 0, 25, 7, 3), 24)]
 
 
 def test_allowed_lateness_refires_then_drops():
@@ -258,9 +258,9 @@ def test_allowed_lateness_refires_then_drops():
     h = Harness(op)
     h.process([("a", 1, 1), ("a", 2, 2)], [1, 2])
     h.watermark(9)
-    assert h.output.records() == [(("a", 3, 2), 9)]
+    assert h.output.records_with_timestamps() == [(("a", 3, 2), 9)]
     h.process([("a", 4, 3)], [3])  # late but within the allowed lateness: fires again at once
-    assert h.output.records()[-1] == (("a", 7, 3), 9)
+    assert h.output.records_with_timestamps()[-1] == (("a", 7, 3), 9)
     h.watermark(14)  # cleanup time 9 + 5
     h.process([("a", 8, 4)], [4])  # now too late
     h.watermark(MAX_TIMESTAMP)
@@ -277,7 +277,7 @@ def test_count_windows_tumbling_and_sliding():
         per_key[k].append(v)
     expected = [(k, sum(vs[i : i + 3])) for k, vs in per_key.items() for i in range(0, len(vs) - 2, 3)]
     assert sorted((k, s) for k, s, _ in h.output.values()) == sorted(expected)
-    assert all(t == MAX_TIMESTAMP for _, t in h.output.records())
+    assert all(t == MAX_TIMESTAMP for _, t in h.output.records_with_timestamps())
 
     class Ids(ProcessWindowFunction):
         def process(self, key, context, elements):
@@ -305,9 +305,9 @@ def test_processing_time_tumbling_and_sliding_windows():
     assert h.output.batches == []
     h.advance_processing_time(1012)
     h.process([("a", 5)])
-    assert sorted(h.output.records()) == [(("a", 1000, 1010, [("a", 1), ("a", 3)]), 1009), (("b", 1000, 1010, [("b", 2)]), 1009)]
+    assert sorted(h.output.records_with_timestamps()) == [(("a", 1000, 1010, [("a", 1), ("a", 3)]), 1009), (("b", 1000, 1010, [("b", 2)]), 1009)]
     h.advance_processing_time(1030)
-    assert h.output.records()[-1] == (("a", 1010, 1020, [("a", 5)]), 1019)
+    assert h.output.records_with_timestamps()[-1] == (("a", 1010, 1020, [("a", 5)]), 1019)
 
     h = Harness(WindowOperator(lambda r: r[0], SlidingProcessingTimeWindows.of(20, 10), None, ("process", Describe())), now=1005)
     h.process([("a", 1)])

@@ -9,25 +9,21 @@ from runtime.core.states import SlotState
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.graph.job_graph_builder import build_job_graph
 from runtime.graph.stream_graph_generator import generate_stream_graph
-from runtime.graph.transformations import OneInputTransformation, SourceTransformation
 from runtime.jobmanager.scheduler.slot_sharing import assign_slots, slots_per_group
 from runtime.jobmanager.slot_manager import SlotManager
 from runtime.jobmanager.slot_pool import PhysicalSlot
 from runtime.rpc.deployment import DataAddress
 from runtime.rpc.messages import RegisterTaskExecutor, SlotReport, SlotStatus
 from runtime.taskmanager.task_slot_table import TaskSlotTable
+from tests.graph_builders import one, sink, source
 
 pytestmark = pytest.mark.unit
 
 
-class _Op:
-    pass
-
-
 def _graph(src_p: int, map_p: int, sink_p: int, map_group: str | None = None) -> ExecutionGraph:
-    s = SourceTransformation(name="src", parallelism=src_p, operator_factory=_Op)
-    m = OneInputTransformation(name="map", parallelism=map_p, input=s, operator_factory=_Op, slot_sharing_group=map_group)
-    k = OneInputTransformation(name="sink", parallelism=sink_p, input=m, operator_factory=_Op, is_sink=True)
+    s = source("src", src_p)
+    m = one(s, "map", map_p, slot_sharing_group=map_group)
+    k = sink(m, "sink", sink_p)
     return ExecutionGraph(build_job_graph(generate_stream_graph([k], "j", 1)))
 
 

@@ -5,7 +5,7 @@ import pytest
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.state import create_keyed_state_backend
 from runtime.state.timers import InternalTimer, InternalTimerService
-from tests.unit.operators.harness import FakeProcessingTimeService
+from tests.harness import FakeProcessingTimeService
 
 pytestmark = pytest.mark.unit
 

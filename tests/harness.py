@@ -1,0 +1,219 @@
+"""One in-test harness that drives operators directly, no TaskManager, no network
+(Flink: OneInputStreamOperatorTestHarness). Shared by the api, operators and state unit tests.
+
+Test doubles, not mocks: a fake Output that records batches and watermarks in order, a fake
+ProcessingTimeService whose clock the test advances (timer callbacks run synchronously, like on
+the task thread), and a fake OperatorEventGateway that records events and can forward them to a
+coordinator.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from runtime.api.operators.base import InputStatus, OperatorContext, Output, SourceOperator, StreamOperator
+from runtime.core.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
+from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch, Watermark
+
+
+class CollectingOutput:
+    """Records what an operator emits: batches and watermarks, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[RecordBatch | Watermark] = []
+
+    def emit(self, batch: RecordBatch) -> None:
+        self.events.append(batch)
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self.events.append(watermark)
+
+    @property
+    def batches(self) -> list[RecordBatch]:
+        return [e for e in self.events if not isinstance(e, Watermark)]
+
+    @property
+    def watermarks(self) -> list[int]:
+        return [e.timestamp for e in self.events if isinstance(e, Watermark)]
+
+    def records_with_timestamps(self) -> list[tuple[Any, int | None]]:
+        """(value, timestamp) of every emitted record."""
+        out: list[tuple[Any, int | None]] = []
+        for b in self.batches:
+            out.extend(b.records_with_timestamps())
+        return out
+
+    def values(self) -> list[Any]:
+        return [v for v, _ in self.records_with_timestamps()]
+
+    def timestamps(self) -> list[int | None]:
+        return [t for _, t in self.records_with_timestamps()]
+
+    def clear(self) -> None:
+        self.events.clear()
+
+
+class FakeProcessingTimeService:
+    """A clock the test sets; due timers fire (in time order) when the test advances it."""
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+        self._timers: list[tuple[int, int, Callable[[int], None]]] = []
+        self._seq = itertools.count()
+        self.registered: list[int] = []
+
+    def current_processing_time(self) -> int:
+        return self.now
+
+    def register_timer(self, timestamp_ms: int, callback: Callable[[int], None]) -> Any:
+        self.registered.append(timestamp_ms)
+        heapq.heappush(self._timers, (timestamp_ms, next(self._seq), callback))
+        return timestamp_ms
+
+    def advance_to(self, t: int) -> None:
+        self.now = t
+        while self._timers and self._timers[0][0] <= t:
+            ts, _, cb = heapq.heappop(self._timers)
+            cb(ts)
+
+    @property
+    def pending(self) -> int:
+        return len(self._timers)
+
+
+@dataclass
+class FakeEventGateway:
+    """Records the operator's events; with a coordinator, hands each to it (as the JobMaster would)."""
+
+    events: list[Any] = field(default_factory=list)
+    coordinator: Any = None
+    subtask: int = 0
+    attempt: int = 0
+
+    def send_event_to_coordinator(self, event: Any) -> None:
+        self.events.append(event)
+        if self.coordinator is not None:
+            self.coordinator.handle_event_from_operator(self.subtask, self.attempt, event)
+
+
+def make_context(
+    output: Output | None = None,
+    processing_time_service: FakeProcessingTimeService | None = None,
+    *,
+    subtask: int = 0,
+    parallelism: int = 1,
+    max_parallelism: int = 128,
+    key_group_range: KeyGroupRange | None = None,
+    attempt: int = 0,
+    gateway: Any = None,
+    name: str = "op",
+    task_name: str = "test task",
+    config: dict[str, str] | None = None,
+) -> OperatorContext:
+    """An OperatorContext for one subtask; the key-group range defaults to the subtask's share."""
+    if key_group_range is None:
+        key_group_range = compute_key_group_range_for_operator_index(max_parallelism, parallelism, subtask)
+    return OperatorContext(
+        job_id="job-test",
+        job_name="test job",
+        task_name=task_name,
+        operator_name=name,
+        node_id=1,
+        uid=None,
+        subtask_index=subtask,
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
+        attempt_number=attempt,
+        key_group_range=key_group_range,
+        output=output if output is not None else CollectingOutput(),
+        processing_time_service=processing_time_service or FakeProcessingTimeService(),
+        event_gateway=gateway or FakeEventGateway(subtask=subtask, attempt=attempt),
+        config=dict(config or {}),
+    )
+
+
+# -- run an operator to the end ---------------------------------------------------------------------
+
+
+def open_operator(op: StreamOperator, **ctx_kwargs: Any) -> CollectingOutput:
+    out = CollectingOutput()
+    op.setup(make_context(out, **ctx_kwargs))
+    op.open()
+    return out
+
+
+def run_one_input(op: StreamOperator, batches: list[RecordBatch], **ctx_kwargs: Any) -> CollectingOutput:
+    out = open_operator(op, **ctx_kwargs)
+    for b in batches:
+        op.process_batch(b)
+    op.end_input()
+    op.finish()
+    op.close()
+    return out
+
+
+def run_source(op: SourceOperator, **ctx_kwargs: Any) -> CollectingOutput:
+    out = open_operator(op, **ctx_kwargs)
+    for _ in range(100_000):
+        if op.emit_next() is InputStatus.END_OF_INPUT:
+            break
+    op.finish()
+    op.close()
+    return out
+
+
+def obj(values: list[Any], ts: list[int] | None = None) -> ObjectBatch:
+    return ObjectBatch(values, None if ts is None else np.asarray(ts, dtype=np.int64))
+
+
+# -- drive an operator step by step -----------------------------------------------------------------
+
+
+class Harness:
+    """Sets up and opens one (keyed) operator; the test feeds batches, watermarks and time."""
+
+    def __init__(
+        self,
+        operator: StreamOperator,
+        key_group_range: KeyGroupRange = KeyGroupRange(0, 127),
+        max_parallelism: int = 128,
+        backend: str = "hashmap",
+        now: int = 0,
+        restore: dict[int, bytes] | None = None,
+    ) -> None:
+        self.op = operator
+        self.output = CollectingOutput()
+        self.pts = FakeProcessingTimeService(now)
+        self.ctx = make_context(
+            self.output,
+            self.pts,
+            key_group_range=key_group_range,
+            max_parallelism=max_parallelism,
+            config={"state.backend.type": backend},
+        )
+        operator.setup(self.ctx)
+        if restore is not None:
+            operator.restore_state(restore)  # type: ignore[attr-defined]
+        operator.open()
+
+    def process(self, values: Iterable[Any], timestamps: Iterable[int] | None = None, input_index: int = 0) -> None:
+        vals = list(values)
+        ts = None if timestamps is None else np.asarray(list(timestamps), dtype=np.int64)
+        self.op.process_batch(ObjectBatch(vals, ts), input_index)
+
+    def process_columns(self, columns: dict[str, np.ndarray], timestamps: np.ndarray | None = None) -> None:
+        self.op.process_batch(ColumnBatch(columns, timestamps))
+
+    def watermark(self, ts: int, input_index: int = 0) -> None:
+        self.op.process_watermark(Watermark(ts), input_index)
+
+    def advance_processing_time(self, t: int) -> None:
+        self.pts.advance_to(t)
+
+    def close(self) -> None:
+        self.op.finish()
+        self.op.close()
