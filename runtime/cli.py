@@ -118,7 +118,7 @@ def cmd_run(args: argparse.Namespace, job_args: list[str]) -> int:
     config: dict[str, str] = {}
     if args.parallelism:
         config["parallelism.default"] = str(args.parallelism)
-    inner = EmbeddedExecutor(provider=args.provider, spark_master=args.spark_master, tm_log_level=args.log_level.upper())
+    inner = EmbeddedExecutor(provider=args.provider, spark_master=args.spark_master, tm_log_level=args.log_level)
     executor = _ReportingExecutor(inner, sys.stdout)
     with use_executor(executor, config=config, global_default=True):
         _run_program(args.job, job_args)
@@ -130,7 +130,10 @@ def cmd_run(args: argparse.Namespace, job_args: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="millrace", description="Millrace: Flink's runtime in Python on Spark, Delta and Dagster")
-    parser.add_argument("--log-level", default="WARNING", help="log level of the runtime (default WARNING)")
+    parser.add_argument(
+        "--log-level", default="WARNING", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level of the runtime and its TaskManagers (default WARNING)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a job program on the embedded cluster")
     run.add_argument("job", help="path of the Python program (PyFlink-style, calls env.execute())")
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     plan.add_argument("job")
     plan.add_argument("--parallelism", "-p", type=int, default=None)
     args, job_args = parser.parse_known_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         code = cmd_run(args, job_args) if args.command == "run" else cmd_plan(args, job_args)
     except JobExecutionError as e:
@@ -150,6 +153,13 @@ def main(argv: list[str] | None = None) -> None:
     except MillraceError as e:  # a user error: a message, never a traceback
         print(f"error: {e}", file=sys.stderr)
         code = 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except Exception as e:  # noqa: BLE001 - e.g. Spark/Java failing to start: say what, keep the trace for DEBUG
+        logging.getLogger("millrace.cli").debug("unexpected error", exc_info=True)
+        print(f"error: {type(e).__name__}: {e}\n(run with --log-level DEBUG for the full traceback)", file=sys.stderr)
+        code = 3
     sys.exit(code)
 
 

@@ -30,6 +30,13 @@ class JobExecutionError(MillraceError):
         self.cause_info = cause
 
 
+class UnknownJobError(MillraceError, KeyError):
+    """No job with that id is known to the Dispatcher (never submitted, or evicted after it ended)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class NoResourceAvailableError(MillraceError):
     """A job could not get the slots it needs in time."""
 

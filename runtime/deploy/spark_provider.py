@@ -25,10 +25,15 @@ def _spark_task_main(cfg_json: str, _partition: Iterator[Any]) -> Iterator[str]:
 
     from pyspark import TaskContext
 
-    from runtime.taskmanager.runner import run_task_manager
+    from runtime.taskmanager.runner import parse_config, run_task_manager
 
-    cfg = TaskManagerConfig.model_validate_json(cfg_json)
+    cfg = parse_config(cfg_json)
     ctx = TaskContext.get()
+    if ctx is not None and ctx.attemptNumber() > 0:
+        # Spark retried the task of a TaskManager that died; the ResourceManager has declared it
+        # lost and asks for a fresh one itself, so this retry ends at once
+        yield f"{cfg.tm_id}: retry {ctx.attemptNumber()} not started (the TaskManager was lost)"
+        return
     if ctx is not None:
         cfg.spark_executor_id = f"stage {ctx.stageId()} task {ctx.taskAttemptId()} (attempt {ctx.attemptNumber()})"
     _logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s %(levelname)s [tm {cfg.tm_id}] %(name)s: %(message)s")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import cloudpickle
 import pydantic
 
+from runtime.core.errors import UnknownJobError
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from runtime.jobmanager.job_master import JobMaster
@@ -35,9 +36,10 @@ class JobEntry:
 
 
 class Dispatcher(RpcEndpoint):
-    def __init__(self, rpc: RpcService) -> None:
+    def __init__(self, rpc: RpcService, retained_jobs: int = 100) -> None:
         super().__init__(rpc, gw.DISPATCHER)
         self.jobs: dict[str, JobEntry] = {}
+        self.retained_jobs = retained_jobs
 
     async def on_stop(self) -> None:
         for entry in self.jobs.values():
@@ -71,7 +73,13 @@ class Dispatcher(RpcEndpoint):
         entry = JobEntry(job_graph, jm, time.time())
         self.jobs[job_id] = entry
         log.info("[Dispatcher] job %s '%s' submitted (%d vertices)", job_id, job_graph.job_name, len(job_graph.vertices))
-        await asyncio.get_running_loop().run_in_executor(None, jm.start)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, jm.start)
+        except Exception as e:
+            # a JobMaster that could not start leaves no zombie entry behind
+            self.jobs.pop(job_id, None)
+            await asyncio.get_running_loop().run_in_executor(None, jm.stop)
+            raise JobSubmissionError(f"job {job_id} '{job_graph.job_name}' could not be started: {e!r}") from e
         return m.JobIdMessage(job_id=job_id)
 
     def _status_changed(self, job_id: str, status: JobStatus, cause: str | None) -> None:
@@ -89,11 +97,18 @@ class Dispatcher(RpcEndpoint):
         entry.done.set()
         # the JobMaster's work is done; stop its thread off the dispatcher loop
         self.loop.run_in_executor(None, entry.job_master.stop)
+        self._evict_old_jobs()
+
+    def _evict_old_jobs(self) -> None:
+        """Keep the last `retained_jobs` finished jobs (results and coordinators); forget older ones."""
+        ended = [jid for jid, e in self.jobs.items() if e.result is not None]
+        for jid in ended[: max(0, len(ended) - self.retained_jobs)]:
+            del self.jobs[jid]
 
     def _entry(self, job_id: str) -> JobEntry:
         entry = self.jobs.get(job_id)
         if entry is None:
-            raise KeyError(f"unknown job id {job_id}")
+            raise UnknownJobError(f"unknown job id {job_id}: it was never submitted here, or ended long ago")
         return entry
 
     @rpc_method
@@ -155,6 +170,6 @@ class Dispatcher(RpcEndpoint):
         # the job ended and its JobMaster stopped; coordinators keep their final results for clients
         coord = entry.job_master.coordinators.get(msg.node_id)
         if coord is None:
-            raise KeyError(f"job {msg.job_id} has no coordinator for operator {msg.node_id}")
+            raise UnknownJobError(f"job {msg.job_id} has no coordinator for operator {msg.node_id}")
         response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
         return m.CoordinationResponse(payload=cloudpickle.dumps(response))

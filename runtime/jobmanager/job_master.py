@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import cloudpickle
 
-from runtime.core.errors import NoResourceAvailableError
+from runtime.core.errors import NoResourceAvailableError, UnknownJobError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, job_status_machine
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex
@@ -55,6 +55,7 @@ class JobMaster(RpcEndpoint):
         self.start_time = time.time()
         self.end_time: float | None = None
         self.deployed = False
+        self._finishing = False
         self._on_terminal = on_terminal
         self._on_status = on_status
         self._rm = rpc.gateway(gw.RESOURCE_MANAGER)
@@ -71,29 +72,39 @@ class JobMaster(RpcEndpoint):
 
     # --- lifecycle --------------------------------------------------------------------------
     async def on_start(self) -> None:
+        if self.status.state is not JobStatus.CREATED:
+            return  # cancelled before it started
+        self.loop.call_later(self.slot_timeout_s, self._check_slot_timeout)
         try:
             self._start_coordinators()
-        except Exception as e:  # noqa: BLE001
-            self.failure = m.ErrorInfo.from_exception(e)
-            self._set_status(JobStatus.FAILING)
-            self._check_terminal()
+        except Exception as e:  # noqa: BLE001 - e.g. the sink's module cannot be imported here
+            self._fail_job(m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None)))
             return
         self._set_status(JobStatus.RUNNING)
         for ev in self.eg.all_vertices():
             ev.current_execution.transition_state(ExecutionState.SCHEDULED)
         self._log(logging.INFO, "requesting %d slots", self.slots_needed)
+        try:
+            await self._declare_slots(self.slots_needed)
+        except Exception as e:  # noqa: BLE001
+            self._fail_job(m.ErrorInfo.from_exception(e))
+
+    async def _declare_slots(self, slots: int) -> None:
         await self._rm.declare_required_resources(
-            m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=self.slots_needed)
+            m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=slots)
         )
-        self.loop.call_later(self.slot_timeout_s, self._check_slot_timeout)
 
     def _start_coordinators(self) -> None:
         for jv in self.job_graph.vertices:
             for op in jv.operators:
                 if op.coordinator_provider:
-                    provider = cloudpickle.loads(op.coordinator_provider)
-                    coord = provider.create(self.job_id, op.name, jv.parallelism)
-                    coord.start()
+                    try:
+                        provider = cloudpickle.loads(op.coordinator_provider)
+                        coord = provider.create(self.job_id, op.name, jv.parallelism)
+                        coord.start()
+                    except Exception as e:
+                        e.__millrace_operator__ = op.name  # type: ignore[attr-defined]
+                        raise
                     self.coordinators[op.node_id] = coord
 
     def _check_slot_timeout(self) -> None:
@@ -178,8 +189,8 @@ class JobMaster(RpcEndpoint):
     @rpc_method
     async def disconnect_task_manager(self, msg: m.TaskManagerLost) -> m.Ack:
         lost = self.slot_pool.release_task_manager(msg.tm_id)
-        if not lost or self.status.state.is_globally_terminal:
-            return m.Ack()
+        if not lost or self.status.state.is_globally_terminal or self._finishing:
+            return m.Ack()  # nothing of ours there, or every task already finished
         self._log(logging.WARNING, "%s", msg.cause)
         first: ExecutionVertex | None = None
         for ev in self.eg.all_vertices():
@@ -188,7 +199,12 @@ class JobMaster(RpcEndpoint):
             if slot is not None and slot.tm_id == msg.tm_id and not ex.state.is_terminal:
                 ex.fail(msg.cause)
                 first = first or ev
-        err = m.ErrorInfo(type_name="TaskManagerLostError", message=msg.cause, task=first.task_name_with_subtask if first else None, task_manager=msg.tm_id)
+        if first is None:
+            # only offered slots were there (nothing deployed): keep waiting and ask for replacements
+            if self.status.state is JobStatus.RUNNING and not self.deployed:
+                self.spawn(self._declare_slots(self.slots_needed))
+            return m.Ack()
+        err = m.ErrorInfo(type_name="TaskManagerLostError", message=msg.cause, task=first.task_name_with_subtask, task_manager=msg.tm_id)
         if self.status.state is JobStatus.RUNNING:
             self._fail_job(err)
         self._check_terminal()
@@ -200,6 +216,7 @@ class JobMaster(RpcEndpoint):
         self.failure = error
         self._log(logging.ERROR, "job fails: %s", error.describe())
         self._set_status(JobStatus.FAILING)
+        self.spawn(self._declare_slots(0))
         self._cancel_all()
         self._check_terminal()
 
@@ -217,18 +234,24 @@ class JobMaster(RpcEndpoint):
 
     async def _cancel_task(self, te: Any, ev: ExecutionVertex, attempt_id: str) -> None:
         try:
-            await te.cancel_task(m.CancelTask(execution_attempt_id=attempt_id), timeout=10)
+            ack: m.Ack = await te.cancel_task(m.CancelTask(execution_attempt_id=attempt_id), timeout=10)
+            gone = not ack.ok  # the TaskExecutor does not know the attempt (never arrived or already ended)
         except Exception:  # noqa: BLE001 - an unreachable TaskManager's tasks are gone anyway
-            ex = ev.current_execution
-            if ex.attempt_id == attempt_id and not ex.state.is_terminal:
-                ex.transition_state(ExecutionState.CANCELED)
-                self._check_terminal()
+            gone = True
+        ex = ev.current_execution
+        if gone and ex.attempt_id == attempt_id and not ex.state.is_terminal:
+            ex.transition_state(ExecutionState.CANCELED)
+            self._check_terminal()
 
     @rpc_method
     async def cancel(self, msg: m.Empty | None = None) -> m.Ack:
+        if self._finishing:
+            # every task finished and the final commit runs: its outcome decides FINISHED or FAILED
+            return m.Ack(ok=False, message=f"job {self.job_id} is committing its results and can no longer be cancelled")
         if self.status.state in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.FAILING):
             if self.status.state is not JobStatus.FAILING:
                 self._set_status(JobStatus.CANCELLING)
+                self.spawn(self._declare_slots(0))
             self._cancel_all()
             self._check_terminal()
         return m.Ack()
@@ -241,7 +264,14 @@ class JobMaster(RpcEndpoint):
             self._finalize(JobStatus.FAILED if st is JobStatus.FAILING else JobStatus.CANCELED)
 
     async def _finish_job(self) -> None:
-        """All tasks finished: coordinators commit (e.g. the Delta sink), then the job is FINISHED."""
+        """All tasks finished: coordinators commit (e.g. the Delta sink), then the job is FINISHED.
+
+        While this runs the job is 'finishing': cancels are refused and TaskManager losses ignored,
+        so nothing closes a coordinator (deleting its files) under a commit in flight.
+        """
+        if self._finishing:
+            return
+        self._finishing = True
         try:
             for node_id, coord in self.coordinators.items():
                 result = await self.loop.run_in_executor(None, coord.on_job_finished)
@@ -271,9 +301,7 @@ class JobMaster(RpcEndpoint):
     async def _release_resources(self) -> None:
         # clear the requirement first, so the ResourceManager does not hand freed slots back to us
         try:
-            await self._rm.declare_required_resources(
-                m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=0)
-            )
+            await self._declare_slots(0)
         except Exception:  # noqa: BLE001
             self._log(logging.WARNING, "could not clear the slot requirement at the ResourceManager")
         frees = []
@@ -303,7 +331,7 @@ class JobMaster(RpcEndpoint):
     async def handle_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
         coord = self.coordinators.get(msg.node_id)
         if coord is None:
-            raise KeyError(f"job {self.job_id} has no coordinator for operator {msg.node_id}")
+            raise UnknownJobError(f"job {self.job_id} has no coordinator for operator {msg.node_id}")
         response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
         return m.CoordinationResponse(payload=cloudpickle.dumps(response))
 

@@ -43,10 +43,11 @@ class JobRequirement:
     job_master_endpoint: str
     slots: int
     allocations: set[str] = field(default_factory=set)
+    suspended: bool = False  # lost slots: wait until the JobMaster says what it still needs
 
     @property
     def missing(self) -> int:
-        return max(0, self.slots - len(self.allocations))
+        return 0 if self.suspended else max(0, self.slots - len(self.allocations))
 
 
 @dataclass
@@ -83,6 +84,10 @@ class SlotManager:
         for s in tmr.slots:
             if s.job_id in self.requirements and s.allocation_id:
                 self.requirements[s.job_id].allocations.discard(s.allocation_id)
+        for job_id in jobs:
+            if job_id in self.requirements:
+                # the job decides whether it wants replacements (a failing job does not)
+                self.requirements[job_id].suspended = True
         return jobs  # type: ignore[return-value]
 
     def report(self, report: SlotReport) -> None:
@@ -113,7 +118,7 @@ class SlotManager:
             self.requirements.pop(job_id, None)
             return
         req = self.requirements.setdefault(job_id, JobRequirement(job_id, job_master_endpoint, slots))
-        req.slots, req.job_master_endpoint = slots, job_master_endpoint
+        req.slots, req.job_master_endpoint, req.suspended = slots, job_master_endpoint, False
 
     def allocations_of(self, job_id: str) -> list[tuple[str, SlotInfo]]:
         return [(t.tm_id, s) for t in self.task_managers.values() for s in t.slots if s.job_id == job_id]

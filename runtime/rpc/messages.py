@@ -41,13 +41,12 @@ class ErrorInfo(Message):
     def describe(self) -> str:
         where = []
         if self.operator:
-            where.append(f"operator '{self.operator}'")
+            where.append(f"in operator '{self.operator}'")
         if self.task:
-            where.append(f"task {self.task}")
+            where.append(f"in task {self.task}")
         if self.task_manager:
             where.append(f"on TaskManager {self.task_manager}")
-        loc = (" in " + ", ".join(where)) if where else ""
-        return f"{self.type_name}: {self.message}{loc}"
+        return f"{self.type_name}: {self.message}" + ("".join(f" {w}" for w in where) if where else "")
 
 
 class ResourceProfile(Message):

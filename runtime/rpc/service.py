@@ -94,6 +94,8 @@ class RpcEndpoint:
             self.loop.call_soon_threadsafe(self.loop.stop)
             if threading.current_thread() is not self._thread:
                 self._thread.join(timeout)
+                if not self._thread.is_alive():
+                    self.loop.close()  # its selector's file descriptors
 
     async def _stop_on_main_thread(self, grace_s: float) -> None:
         await self.on_stop()
@@ -104,6 +106,8 @@ class RpcEndpoint:
                 t.cancel()
             if still:
                 await asyncio.wait(still, timeout=1)
+        # the loop's default executor (run_in_executor) has threads of its own: end them
+        await self.loop.shutdown_default_executor()
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Future:
         """Start background work on the main thread; it is awaited (then cancelled) when the endpoint stops."""
@@ -369,7 +373,10 @@ class RpcService:
 
     def connect(self, host: str, port: int, timeout: float = 10.0) -> str:
         """Open an authenticated connection to another RpcService; returns the peer's node id."""
-        return asyncio.run_coroutine_threadsafe(self._connect(host, port), self.loop).result(timeout)
+        try:
+            return asyncio.run_coroutine_threadsafe(self._connect(host, port), self.loop).result(timeout)
+        except (concurrent.futures.TimeoutError, OSError) as e:
+            raise RpcError(f"could not connect to {host}:{port} within {timeout:.0f}s: {e!r}") from e
 
     async def _connect(self, host: str, port: int) -> str:
         reader, writer = await asyncio.open_connection(host, port)
@@ -464,3 +471,5 @@ class RpcService:
             time.sleep(0.05)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(5)
+            if not self._thread.is_alive():
+                self.loop.close()

@@ -6,14 +6,14 @@ or when its parent process (a Spark worker) dies.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
-import threading
 import time
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from runtime.core.errors import ConfigurationError
 
 from runtime.rpc.messages import ResourceProfile
 
@@ -70,11 +70,25 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
         rpc.stop()
 
 
+def parse_config(raw: str) -> TaskManagerConfig:
+    """Validate a TaskManager config without ever echoing it (it holds the cluster secret)."""
+    try:
+        return TaskManagerConfig.model_validate_json(raw)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}" for err in e.errors())
+        raise ConfigurationError(
+            f"invalid TaskManager config ({problems}); do the JobManager and TaskManager run the same Millrace version?"
+        ) from None
+
+
 def main() -> None:
-    raw = os.environ.get(CONFIG_ENV)
+    raw = os.environ.pop(CONFIG_ENV, None)  # popped: processes started by user code must not inherit the secret
     if not raw:
         sys.exit(f"{CONFIG_ENV} is not set: a TaskManager needs its config (JobManager address, secret)")
-    cfg = TaskManagerConfig.model_validate_json(raw)
+    try:
+        cfg = parse_config(raw)
+    except ConfigurationError as e:
+        sys.exit(str(e))
     logging.basicConfig(
         level=cfg.log_level,
         format=f"%(asctime)s %(levelname)s [tm {cfg.tm_id}] %(name)s: %(message)s",

@@ -55,8 +55,12 @@ class TaskExecutor(RpcEndpoint):
 
     async def on_start(self) -> None:
         self.rpc.on_peer_lost(self._on_peer_lost)
+        self.spawn(self._register_then_monitor())
+
+    async def _register_then_monitor(self) -> None:
         await self._register()
-        self._monitor = self.spawn(self._monitor_heartbeats())
+        if not self.terminated.is_set():
+            self._monitor = self.spawn(self._monitor_heartbeats())
 
     async def _register(self) -> None:
         """Register at the ResourceManager, retrying with exponential back-off (Flink: RetryingRegistration)."""
@@ -225,6 +229,7 @@ class TaskExecutor(RpcEndpoint):
     @rpc_method
     async def cancel_task(self, msg: m.CancelTask) -> m.Ack:
         task = self.tasks.get(msg.execution_attempt_id)
-        if task is not None:
-            task.cancel()
+        if task is None:
+            return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
+        task.cancel()
         return m.Ack()

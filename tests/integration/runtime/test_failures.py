@@ -80,6 +80,9 @@ def test_killed_task_manager_fails_job_within_5s_naming_it(mini_cluster: MiniClu
     assert client.get_job_status() is JobStatus.FAILED
     assert victim.tm_id in str(info.value)
     assert "lost" in str(info.value)
+    time.sleep(1.0)
+    # a failed job (no restarts) does not make the ResourceManager start a replacement TaskManager
+    assert mini_cluster.resource_manager._tm_seq == 2, "a replacement TaskManager was requested for a failed job"
 
 
 def test_job_that_cannot_get_its_slots_fails_saying_needed_and_had() -> None:

@@ -80,6 +80,9 @@ def test_slot_manager_requests_task_managers_for_missing_slots_and_allocates_on_
     sm.report(SlotReport(tm_id=a.tm_id, slots=[SlotStatus(slot_index=i, state=SlotState.FREE) for i in range(2)]))
     assert sm.requirements["job"].missing == 1
     assert sm.unregister("tm1") == {"job"}
+    # lost slots suspend the job's requirement until its JobMaster declares again
+    assert sm.requirements["job"].missing == 0 and sm.check()[1] == 0
+    sm.declare("job", "jm", 3)
     assert sm.requirements["job"].missing == 3
 
 

@@ -1,0 +1,112 @@
+"""Job lifecycle edges: cancel during the final commit, coordinators that cannot start, no leaks per job."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from runtime.api.connectors.base import Sink
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.api.operators.base import StreamOperator
+from runtime.core.errors import JobExecutionError
+from runtime.core.records import RecordBatch
+from runtime.core.states import JobStatus
+from runtime.deploy.minicluster import MiniCluster
+
+
+class _Discard(StreamOperator):
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        pass
+
+
+class SlowCommitCoordinator:
+    def __init__(self) -> None:
+        self.closed_during_commit = False
+        self._committing = False
+
+    def start(self) -> None:
+        pass
+
+    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
+        pass
+
+    def on_job_finished(self) -> dict[str, Any]:
+        self._committing = True
+        time.sleep(1.5)  # a slow commit
+        self._committing = False
+        return {"committed": not self.closed_during_commit}
+
+    def close(self) -> None:
+        if self._committing:
+            self.closed_during_commit = True
+
+
+class SlowCommitProvider:
+    def create(self, job_id: str, operator_name: str, parallelism: int) -> SlowCommitCoordinator:
+        return SlowCommitCoordinator()
+
+
+class SlowCommitSink(Sink):
+    def create_writer(self) -> StreamOperator:
+        return _Discard()
+
+    def coordinator_provider(self) -> SlowCommitProvider:
+        return SlowCommitProvider()
+
+
+class BrokenProvider:
+    def create(self, job_id: str, operator_name: str, parallelism: int) -> Any:
+        raise RuntimeError("the commit service is unreachable")
+
+
+class BrokenCoordinatorSink(SlowCommitSink):
+    def coordinator_provider(self) -> BrokenProvider:  # type: ignore[override]
+        return BrokenProvider()
+
+
+def test_cancel_during_the_final_commit_is_refused_and_the_job_finishes(cluster_env: MiniCluster) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection(list(range(10))).sink_to(SlowCommitSink()).name("slow commit")
+    client = cluster_env.submit(env.get_job_graph("commit-window"))
+    deadline = time.monotonic() + 30
+    entry = cluster_env.dispatcher.jobs[client.job_id]
+    while not entry.job_master._finishing:
+        assert time.monotonic() < deadline and entry.result is None
+        time.sleep(0.01)
+    client.cancel()  # arrives while the commit runs
+    result = client.get_job_execution_result(timeout=30)
+    assert result.status is JobStatus.FINISHED
+    assert result.accumulators["committed"] is True  # nothing closed the coordinator under its commit
+
+
+def test_coordinator_that_cannot_start_fails_the_job_promptly(cluster_env: MiniCluster) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1, 2, 3]).sink_to(BrokenCoordinatorSink()).name("broken sink")
+    t0 = time.monotonic()
+    with pytest.raises(JobExecutionError) as info:
+        from runtime.api.execution import use_executor
+
+        with use_executor(cluster_env.executor()):
+            env.execute("broken-coordinator")
+    assert time.monotonic() - t0 < 10
+    assert "the commit service is unreachable" in str(info.value)
+    assert "broken sink" in str(info.value)
+
+
+def test_finished_jobs_leak_no_threads_or_file_descriptors(cluster_env: MiniCluster) -> None:
+    def run_one() -> None:
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_collection([1, 2, 3]).map(lambda x: x + 1).print()
+        cluster_env.submit(env.get_job_graph("tiny")).get_job_execution_result(timeout=30)
+
+    run_one()  # warm: TaskManagers registered, pools created
+    time.sleep(0.5)
+    threads, fds = threading.active_count(), len(os.listdir("/proc/self/fd"))
+    for _ in range(8):
+        run_one()
+    time.sleep(1.0)  # JobMasters stop off the dispatcher loop
+    assert threading.active_count() <= threads + 2, [t.name for t in threading.enumerate()]
+    assert len(os.listdir("/proc/self/fd")) <= fds + 4
