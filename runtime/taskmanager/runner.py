@@ -68,6 +68,11 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             te.stop()
         network.shutdown()
         rpc.stop()
+        if te is not None and te.fatal:
+            # a task thread is stuck in user code: only ending the process stops it (also inside
+            # a Spark worker, which Spark then replaces)
+            logging.shutdown()
+            os._exit(1)
 
 
 def parse_config(raw: str) -> TaskManagerConfig:

@@ -19,6 +19,9 @@ from runtime.taskmanager.task_slot_table import TaskSlotTable
 
 log = logging.getLogger(__name__)
 
+CANCEL_TIMEOUT_KEY = "task.cancellation.timeout.s"
+DEFAULT_CANCEL_TIMEOUT_S = 30.0
+
 
 class TaskExecutor(RpcEndpoint):
     def __init__(
@@ -44,6 +47,7 @@ class TaskExecutor(RpcEndpoint):
         self._attempts_by_allocation: dict[str, list[str]] = {}
         self.terminated = threading.Event()
         self.termination_cause = ""
+        self.fatal = False  # a task could not be stopped: the process must go
         self._last_heartbeat = time.monotonic()
         self._heartbeat_timeout_s = 10.0
         self._heartbeat_interval_s = 1.0
@@ -114,6 +118,22 @@ class TaskExecutor(RpcEndpoint):
             t.cancel()
         self.terminated.set()
 
+    def _cancel(self, task: Task) -> None:
+        """Cancel a task and arm the watchdog (Flink: TaskCancelerWatchDog)."""
+        task.cancel()
+        timeout = float(task.tdd.config.get(CANCEL_TIMEOUT_KEY, DEFAULT_CANCEL_TIMEOUT_S))
+        self.loop.call_later(timeout, self._check_cancelled, task, timeout)
+
+    def _check_cancelled(self, task: Task, timeout: float) -> None:
+        if task.attempt_id in self.tasks and task.thread.is_alive():
+            # the thread is stuck in user code and Python cannot kill a thread: give up the
+            # process, so the JobManager sees a lost TaskManager and the job can end
+            self.fatal = True
+            self.terminate(
+                f"task {task.tdd.task_name_with_subtask} did not stop within {timeout:.0f}s of being cancelled "
+                "(stuck in user code?); the TaskManager exits"
+            )
+
     # --- RPCs from the ResourceManager ------------------------------------------------------
     @rpc_method
     async def heartbeat_from_resource_manager(self, msg: m.HeartbeatRequest) -> m.TaskExecutorHeartbeat:
@@ -164,7 +184,7 @@ class TaskExecutor(RpcEndpoint):
         for attempt in list(slot.tasks):
             t = self.tasks.get(attempt)
             if t is not None:
-                t.cancel()
+                self._cancel(t)
         self._maybe_finish_release(slot)
 
     def _release_partitions(self, attempt_ids: list[str]) -> None:
@@ -231,5 +251,5 @@ class TaskExecutor(RpcEndpoint):
         task = self.tasks.get(msg.execution_attempt_id)
         if task is None:
             return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
-        task.cancel()
+        self._cancel(task)
         return m.Ack()

@@ -110,3 +110,30 @@ def test_finished_jobs_leak_no_threads_or_file_descriptors(cluster_env: MiniClus
     time.sleep(1.0)  # JobMasters stop off the dispatcher loop
     assert threading.active_count() <= threads + 2, [t.name for t in threading.enumerate()]
     assert len(os.listdir("/proc/self/fd")) <= fds + 4
+
+
+def test_task_stuck_in_user_code_does_not_keep_the_job_cancelling(mini_cluster: MiniCluster) -> None:
+    from runtime.api.common import Configuration
+
+    conf = Configuration()
+    conf.set_string("task.cancellation.timeout.s", "2")
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+
+    def stuck(x: int) -> int:
+        time.sleep(3600)  # ignores cancellation
+        return x
+
+    env.from_collection([1, 2, 3]).map(stuck).name("stuck map").print()
+    client = mini_cluster.submit(env.get_job_graph("stuck"))
+    mini_cluster.wait_for_task_managers(1, timeout=30)
+    deadline = time.monotonic() + 30
+    while any(t.slots_free for t in mini_cluster.task_managers()) or client.get_job_status() is not JobStatus.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    client.cancel()
+    with pytest.raises(JobExecutionError):
+        client.get_job_execution_result(timeout=30)
+    assert client.get_job_status() is JobStatus.CANCELED
+    assert time.monotonic() - t0 < 8  # the 2 s watchdog, the process exit, the loss report
