@@ -64,13 +64,14 @@ class Dispatcher(RpcEndpoint):
         job_id = job_graph.job_id
 
         def on_status(jid: str, status: JobStatus, cause: str | None) -> None:
-            self.loop.call_soon_threadsafe(self._status_changed, jid, status, cause)
+            self.run_in_main_thread(self._status_changed, jid, status, cause)
 
         def on_terminal(result: m.JobResultMessage) -> None:
-            self.loop.call_soon_threadsafe(self._job_ended, result)
+            self.run_in_main_thread(self._job_ended, result)
 
         jm = JobMaster(self.rpc, job_graph, on_terminal, on_status)
-        entry = JobEntry(job_graph, jm, time.time())
+        entry = JobEntry(job_graph, jm, time.time(), status=JobStatus.CREATED)
+        entry.history.append((JobStatus.CREATED, entry.submitted_at, None))
         self.jobs[job_id] = entry
         log.info("[Dispatcher] job %s '%s' submitted (%d vertices)", job_id, job_graph.job_name, len(job_graph.vertices))
         try:

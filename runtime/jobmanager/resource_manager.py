@@ -46,13 +46,17 @@ class ResourceManager(RpcEndpoint):
         self.slot_manager = SlotManager(config.slots_per_tm, config.max_task_managers)
         self._tm_seq = 0
         self._lost: set[str] = set()
+        self._unsubscribe: Any = lambda: None
         self._heartbeat_task: asyncio.Future | None = None
 
     async def on_start(self) -> None:
-        self.rpc.on_peer_lost(lambda peer, cause: self.loop.call_soon_threadsafe(self._tm_lost, peer, f"connection lost ({cause})"))
+        self._unsubscribe = self.rpc.on_peer_lost(
+            lambda peer, cause: self.run_in_main_thread(self._tm_lost, peer, f"connection lost ({cause})")
+        )
         self._heartbeat_task = self.spawn(self._heartbeat_loop())
 
     async def on_stop(self) -> None:
+        self._unsubscribe()
         if self._heartbeat_task:
             self._heartbeat_task.cancel()  # the others are awaited by the endpoint
         for tm_id in list(self.slot_manager.task_managers) + list(self.slot_manager.pending_task_managers):

@@ -129,6 +129,15 @@ class RpcEndpoint:
             raise RuntimeError(f"{self.endpoint_id}: run_sync from its own main thread would deadlock")
         return self.run_async(coro).result(timeout)
 
+    def run_in_main_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Hand `fn(*args)` to the main thread from any thread; dropped once the endpoint has stopped."""
+        if self._stopped:
+            return
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop closed between the check and the call
+            pass
+
     def schedule(self, fn: Callable[[], Any], delay_s: float = 0.0) -> asyncio.TimerHandle | asyncio.Handle:
         """Run `fn` on the main thread after `delay_s` (thread-safe)."""
         if self.in_main_thread():
@@ -437,9 +446,18 @@ class RpcService:
         conn = self._peers.get(peer_id)
         return conn is not None and not conn.closed
 
-    def on_peer_lost(self, listener: Callable[[str, str], None]) -> None:
-        """`listener(peer_id, cause)` is called (on the I/O thread) when a connection closes."""
+    def on_peer_lost(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
+        """`listener(peer_id, cause)` is called (on the I/O thread) when a connection closes.
+
+        Returns a function that unsubscribes the listener.
+        """
         self._lost_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._lost_listeners:
+                self._lost_listeners.remove(listener)
+
+        return unsubscribe
 
     def disconnect(self, peer_id: str, cause: str = "disconnected") -> None:
         conn = self._peers.get(peer_id)

@@ -58,7 +58,7 @@ class TaskExecutor(RpcEndpoint):
         log.log(level, f"[TaskExecutor {self.tm_id}] {msg}", *args)
 
     async def on_start(self) -> None:
-        self.rpc.on_peer_lost(self._on_peer_lost)
+        self._unsubscribe = self.rpc.on_peer_lost(self._on_peer_lost)
         self.spawn(self._register_then_monitor())
 
     async def _register_then_monitor(self) -> None:
@@ -103,6 +103,9 @@ class TaskExecutor(RpcEndpoint):
             await asyncio.sleep(self._heartbeat_interval_s)
             if time.monotonic() - self._last_heartbeat > self._heartbeat_timeout_s:
                 self.terminate(f"no heartbeat from the ResourceManager for {self._heartbeat_timeout_s}s")
+
+    async def on_stop(self) -> None:
+        self._unsubscribe()
 
     def _on_peer_lost(self, peer_id: str, cause: str) -> None:
         if peer_id == self.jm_peer_id:
@@ -243,8 +246,7 @@ class TaskExecutor(RpcEndpoint):
             if slot is not None:
                 self._maybe_finish_release(slot)
 
-        if not self._stopped:
-            self.loop.call_soon_threadsafe(_cleanup)
+        self.run_in_main_thread(_cleanup)
 
     @rpc_method
     async def cancel_task(self, msg: m.CancelTask) -> m.Ack:

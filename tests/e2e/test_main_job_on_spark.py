@@ -83,7 +83,7 @@ def test_cli_runs_the_main_job_and_reports(tmp_path: Path) -> None:
     text = proc.stdout
     assert "2 slots needed" in text and "HASH" in text  # plan summary with chains and slots
     assert "Job has been submitted with JobID" in text
-    assert "-> RUNNING" in text and "-> FINISHED" in text
+    assert "-> CREATED" in text and "-> RUNNING" in text and "-> FINISHED" in text
     assert "records/s" in text
     assert f"Delta table {out}" in text
     # running it again replaces the table's contents in a new version: no doubled rows
