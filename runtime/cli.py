@@ -76,7 +76,11 @@ class _ReportingClient:
         seconds = max(result.net_runtime_ms / 1000, 1e-9)
         src = sum(m["records_out"] for name, m in result.metrics.items() if name in sources)
         self.reporter._print(f"Job {result.job_id} FINISHED in {seconds:.2f}s")
-        self.reporter._print(f"Throughput: {src:,} source records, {src / seconds:,.0f} records/s")
+        line = f"Throughput: {src:,} source records, {src / seconds:,.0f} records/s over the whole job"
+        if result.running_ms:
+            running = max(result.running_ms / 1000, 1e-9)
+            line += f", {src / running:,.0f} records/s while its tasks ran ({running:.2f}s; the rest was TaskManager launch)"
+        self.reporter._print(line)
         for name, m in result.metrics.items():
             self.reporter._print(f"  {name}: in {m['records_in']:,} out {m['records_out']:,} (parallelism {m['parallelism']})")
         acc = result.accumulators

@@ -22,6 +22,7 @@ class JobExecutionResult:
     job_name: str
     status: JobStatus
     net_runtime_ms: int = 0
+    running_ms: int | None = None  # first task RUNNING -> end (no slot or TaskManager wait)
     accumulators: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
 

@@ -71,7 +71,7 @@ class DispatcherJobClient:
             raise JobExecutionError(msg, job_id=res.job_id, cause=cause)
         accumulators = cloudpickle.loads(res.accumulators_pickle) if res.accumulators_pickle else {}
         metrics = {v.name: {"records_in": v.records_in, "records_out": v.records_out, "parallelism": v.parallelism} for v in res.vertices}
-        return JobExecutionResult(res.job_id, res.job_name, res.status, res.duration_ms, accumulators, metrics)
+        return JobExecutionResult(res.job_id, res.job_name, res.status, res.duration_ms, res.running_ms, accumulators, metrics)
 
     def cancel(self) -> None:
         self.dispatcher.call_sync("cancel_job", m.JobIdMessage(job_id=self._job_id))

@@ -352,11 +352,18 @@ class JobMaster(RpcEndpoint):
 
     def result(self) -> m.JobResultMessage:
         end = self.end_time or time.time()
+        running = [
+            ex.state_timestamps[ExecutionState.RUNNING]
+            for ev in self.eg.all_vertices()
+            for ex in [ev.current_execution]
+            if ExecutionState.RUNNING in ex.state_timestamps
+        ]
         return m.JobResultMessage(
             job_id=self.job_id,
             job_name=self.job_graph.job_name,
             status=self.status.state,
             duration_ms=int((end - self.start_time) * 1000),
+            running_ms=int((end - min(running)) * 1000) if running else None,
             error=self.failure if self.status.state is not JobStatus.FINISHED else None,
             accumulators_pickle=cloudpickle.dumps(self.accumulators) if self.accumulators else None,
             vertices=self.vertex_metrics(),

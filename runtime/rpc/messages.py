@@ -189,6 +189,7 @@ class JobResultMessage(Message):
     job_name: str
     status: JobStatus
     duration_ms: int
+    running_ms: int | None = None  # from the first task RUNNING to the end (excludes slot/TaskManager wait)
     error: ErrorInfo | None = None
     accumulators_pickle: bytes | None = None  # cloudpickle of dict[str, Any] from coordinators
     vertices: list[VertexMetrics] = Field(default_factory=list)

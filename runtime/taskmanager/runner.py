@@ -72,7 +72,16 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             # a task thread is stuck in user code: only ending the process stops it (also inside
             # a Spark worker, which Spark then replaces)
             logging.shutdown()
+            _flush_std_streams()
             os._exit(1)
+
+
+def _flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe must not stop the exit
+            pass
 
 
 def parse_config(raw: str) -> TaskManagerConfig:
@@ -101,6 +110,7 @@ def main() -> None:
     cause = run_task_manager(cfg)
     log.info("TaskManager %s exits: %s", cfg.tm_id, cause)
     logging.shutdown()
+    _flush_std_streams()  # os._exit skips it: what user code printed would be lost
     os._exit(0)  # task threads stuck in user code must not keep the process alive
 
 

@@ -26,6 +26,7 @@ from runtime.api.datastream.state import (
     StateDescriptor,
 )
 from runtime.api.datastream.window import (
+    EventTimeTrigger,
     MergingWindowAssigner,
     Trigger,
     TriggerResult,
@@ -283,6 +284,13 @@ class WindowOperator(AbstractKeyedOperator):
         self._tctx = _TriggerContext(self, self.trigger)
         self._pctx = _ProcessContext(self)
         self._actx = _AssignerContext(self)
+        self._user_fn_is_process = isinstance(self._user_fn, ProcessWindowFunction)
+        # The common case -- event-time windows, the default EventTimeTrigger, no lateness, no
+        # merging -- needs no trigger context: the trigger's timer and the cleanup timer are the
+        # same timer (window.max_timestamp()), and when it fires the pane fires and is cleared.
+        self._fast_event_time = (
+            self._event_time and not self._merging and self.allowed_lateness == 0 and type(self.trigger) is EventTimeTrigger
+        )
         for fn in self._functions:
             if isinstance(fn, Function):
                 open_function(fn, self.runtime_context)
@@ -427,6 +435,16 @@ class WindowOperator(AbstractKeyedOperator):
                     raise MillraceError(f"window {actual} has no state window")
                 self._add_to_pane(actual, state_window, value, ts)
             merging.persist()
+        elif self._fast_event_time:
+            wm = self._timers.current_watermark()
+            for window in windows:
+                max_ts = window.max_timestamp()
+                if max_ts <= wm:
+                    continue  # late (no allowed lateness)
+                skipped = False
+                contents.set_current_namespace(window)
+                contents.add(value)
+                self._timers.register_event_time_timer(window, max_ts)
         else:
             for window in windows:
                 if self._is_window_late(window):
@@ -440,6 +458,17 @@ class WindowOperator(AbstractKeyedOperator):
     def _on_timer(self, timer: InternalTimer, event_time: bool) -> None:
         tctx, contents = self._tctx, self._contents
         window = timer.namespace
+        if self._fast_event_time and event_time:
+            # EventTimeTrigger fires at max_timestamp, which is also the cleanup time
+            contents.set_current_namespace(window)
+            c = self._contents_or_none()
+            if c is not None:
+                self._emit_window_contents(window, c)
+            contents.clear()
+            if self._user_fn_is_process:
+                self._pctx._window = window
+                self._user_fn.clear(self._pctx)
+            return
         tctx.window = window
         tctx.merged_windows = None
         merging: MergingWindowSet | None = None
