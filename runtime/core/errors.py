@@ -4,6 +4,8 @@ Messages name the job, vertex or subtask, what was wrong and what to do.
 """
 from __future__ import annotations
 
+from typing import Any
+
 
 class MillraceError(Exception):
     """Root of every error Millrace raises on purpose."""
@@ -24,7 +26,8 @@ class ConfigurationError(MillraceError):
 class JobExecutionError(MillraceError):
     """A job ended FAILED or CANCELED; carries the job id and the root cause."""
 
-    def __init__(self, message: str, job_id: str | None = None, cause: "ErrorInfoLike | None" = None):
+    def __init__(self, message: str, job_id: str | None = None, cause: Any = None):
+        # cause: the failing task's runtime.rpc.messages.ErrorInfo (type, message, traceback, where)
         super().__init__(message)
         self.job_id = job_id
         self.cause_info = cause
@@ -69,5 +72,3 @@ class UserCodeError(MillraceError):
 class StorageError(MillraceError):
     """A Delta table operation failed; nothing was committed."""
 
-
-ErrorInfoLike = object

@@ -36,7 +36,6 @@ from runtime.graph.transformations import (
     PartitionerKind,
     PartitionerSpec,
     PartitionTransformation,
-    SourceTransformation,
     Transformation,
     TwoInputTransformation,
     UnionTransformation,

@@ -18,7 +18,6 @@ from runtime.taskmanager.network import (
     InputGate,
     NetworkConfig,
     PartitionConnectionError,
-    PartitionError,
     PartitionNotFoundError,
     PartitionReleasedError,
     ProducerFailedError,

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from runtime.api.common import Configuration, Duration, Row, TimestampAssigner, Types, WatermarkStrategy

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from runtime.api.common import Types
@@ -11,7 +10,7 @@ from runtime.api.connectors.print import PrintSinkOperator
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
 from runtime.core.row import Row
 from runtime.core.states import JobStatus
-from tests.harness import FakeEventGateway, obj, open_operator, run_one_input, run_source
+from tests.harness import FakeEventGateway, obj, run_one_input, run_source
 
 pytestmark = pytest.mark.unit
 

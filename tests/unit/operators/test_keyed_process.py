@@ -3,14 +3,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.api.datastream.functions import KeyedProcessFunction, MapFunction, TimeDomain
+from runtime.api.datastream.functions import KeyedProcessFunction, TimeDomain
 from runtime.api.datastream.state import ValueStateDescriptor
 from runtime.api.operators.keyed_process import KeyedProcessOperator
 from runtime.api.operators.runtime_context import StreamingRuntimeContext
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
-from runtime.core.records import ColumnBatch, ObjectBatch, Watermark
-from runtime.core.row import Row
+from runtime.core.records import ColumnBatch, Watermark
 from tests.harness import CollectingOutput, FakeProcessingTimeService, Harness, make_context
 
 pytestmark = pytest.mark.unit
