@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from runtime.core.errors import StorageError
@@ -50,6 +51,40 @@ def committed_version(table_uri: str, app_id: str, storage_options: dict[str, st
     return None if dt is None else dt.transaction_version(app_id)
 
 
+@dataclass(frozen=True)
+class CommitResult:
+    version: int  # the table version after the call
+    committed: bool  # False: this (app_id, version) was already committed, nothing was added
+
+
+class CommitOutcomeUnknownError(StorageError):
+    """The commit call failed in a way that does not tell whether it landed: keep the files."""
+
+
+def _check_append_schema(table_uri: str, dt: Any, schema: Any) -> None:
+    """Appending must not change the table's columns or their types (Delta types compared)."""
+    from deltalake import Schema as DeltaSchema
+
+    have = {f.name: f.type for f in dt.schema().fields}
+    new = {f.name: f.type for f in DeltaSchema.from_arrow(schema).fields}
+    problems = [f"column {n!r} is {new[n]} but the table has {have[n]}" for n in new if n in have and new[n] != have[n]]
+    problems += [f"column {n!r} is not in the table" for n in new if n not in have]
+    problems += [f"the table's column {n!r} is missing" for n in have if n not in new]
+    if problems:
+        raise StorageError(
+            f"Delta append to {table_uri} refused, the table is untouched: the data's schema does not match the "
+            f"table's ({'; '.join(problems)}). Write a matching schema, or use mode='overwrite'."
+        )
+
+
+def table_schema(table_uri: str, storage_options: dict[str, str] | None = None) -> Any:
+    """The table's schema as a pyarrow Schema, or None if there is no table yet."""
+    import pyarrow as pa
+
+    dt = _open_table(table_uri, storage_options)
+    return None if dt is None else pa.schema(dt.schema().to_arrow())
+
+
 def commit_add_files(
     table_uri: str,
     files: Sequence[dict[str, Any]],
@@ -59,13 +94,15 @@ def commit_add_files(
     app_id: str | None = None,
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
-) -> int:
+) -> CommitResult:
     """Add `files` (paths relative to the table root) in ONE Delta commit; create the table if needed.
 
     files: dicts with path, size, num_records, partition_values, and optional min_values /
     max_values / null_count / modification_time. schema: a pyarrow Schema of the whole table
-    (partition columns included). Returns the table version after the call (unchanged when the
-    (app_id, version) transaction was already committed).
+    (partition columns included). An append whose schema differs from the table's is refused
+    before anything is written. Raises StorageError when nothing was committed, and
+    CommitOutcomeUnknownError when the commit call failed without saying whether it landed
+    (then the files must be kept).
     """
     if mode not in ("append", "overwrite"):
         raise StorageError(f"Delta commit to {table_uri}: mode must be 'append' or 'overwrite', got {mode!r}")
@@ -91,7 +128,7 @@ def commit_add_files(
                     storage_options=storage_options,
                     commit_properties=props,
                 )
-                return _open_table(table_uri, storage_options).version()
+                return CommitResult(_open_table(table_uri, storage_options).version(), True)
             except Exception:
                 # someone else created it meanwhile: fall through to a normal commit
                 dt = _open_table(table_uri, storage_options)
@@ -102,13 +139,44 @@ def commit_add_files(
             done = dt.transaction_version(app_id)
             if done is not None and done >= int(version):  # type: ignore[arg-type]
                 log.info("Delta commit to %s skipped: %s version %s already committed (%s)", table_uri, app_id, version, done)
-                return dt.version()
-        dt.create_write_transaction(
-            actions, mode, schema, partition_by=partition_by or None, commit_properties=props
-        )
-        dt.update_incremental()
-        return dt.version()
+                return CommitResult(dt.version(), False)
+        if mode == "append":
+            _check_append_schema(table_uri, dt, schema)
     except StorageError:
         raise
     except Exception as e:
         raise StorageError(f"Delta commit of {len(actions)} files to {table_uri} failed, nothing committed: {e}") from e
+    before = dt.version()
+    try:
+        dt.create_write_transaction(actions, mode, schema, partition_by=partition_by or None, commit_properties=props)
+    except Exception as e:
+        # a failure here may come after the log entry was written (e.g. a post-commit step):
+        # look at the table again before saying anything
+        landed = _landed(table_uri, storage_options, app_id, version, before)
+        if landed is False:
+            raise StorageError(f"Delta commit of {len(actions)} files to {table_uri} failed, nothing committed: {e}") from e
+        if landed is None:
+            raise CommitOutcomeUnknownError(
+                f"Delta commit of {len(actions)} files to {table_uri} failed and it is unknown whether it landed "
+                f"(no app transaction id to check); its files are kept: {e}"
+            ) from e
+        log.warning("Delta commit to %s raised after it landed (%s); treating it as committed", table_uri, e)
+    try:
+        dt = _open_table(table_uri, storage_options)
+        return CommitResult(dt.version() if dt is not None else before + 1, True)
+    except Exception:  # noqa: BLE001 - the commit landed; only reading the new version failed
+        return CommitResult(before + 1, True)
+
+
+def _landed(table_uri: str, storage_options: dict[str, str] | None, app_id: str | None, version: int | None, before: int) -> bool | None:
+    """After a failed commit call: True if our commit is in the log, False if not, None if unknowable."""
+    try:
+        dt = _open_table(table_uri, storage_options)
+    except Exception:  # noqa: BLE001
+        return None
+    if dt is None:
+        return False
+    if app_id is not None:
+        done = dt.transaction_version(app_id)
+        return done is not None and done >= int(version)  # type: ignore[arg-type]
+    return False if dt.version() == before else None

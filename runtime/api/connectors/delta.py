@@ -55,6 +55,13 @@ def _to_arrow_schema(schema: Any) -> Any:
     raise InvalidProgramError(f"DeltaSink: schema must be a pyarrow.Schema or Types.ROW_NAMED, got {schema!r}")
 
 
+def _close_quietly(resource: Any) -> None:
+    try:
+        resource.close()
+    except Exception:  # noqa: BLE001 - clean-up after a failure goes on
+        log.debug("closing %r failed", resource, exc_info=True)
+
+
 def _delta_compatible(schema: Any) -> Any:
     """Delta stores timestamps in microseconds; cast other units."""
     import pyarrow as pa
@@ -74,7 +81,7 @@ def batch_to_arrow(batch: RecordBatch, schema: Any) -> Any:
     if isinstance(batch, ColumnBatch):
         table = pa.Table.from_batches([batch.to_arrow()])
         if schema is not None:
-            table = table.select(schema.names).cast(schema)
+            table = table.select(schema.names).cast(schema, safe=False)  # ns -> us truncates
         return table
     names = None if schema is None else schema.names
     dicts = [_as_dict(r, names) for r in batch.rows()]
@@ -149,7 +156,8 @@ class DeltaSinkWriter(StreamOperator):
     def __init__(self, sink: "DeltaSink") -> None:
         super().__init__()
         self.sink = sink
-        self._schema = _to_arrow_schema(sink.schema)
+        declared = _to_arrow_schema(sink.schema)
+        self._schema = _delta_compatible(declared) if declared is not None else None
         self._open: dict[tuple, _OpenFile] = {}
         self._done: list[dict[str, Any]] = []
         self._written: list[str] = []  # absolute paths, for clean-up on failure
@@ -168,7 +176,8 @@ class DeltaSinkWriter(StreamOperator):
         table = batch_to_arrow(batch, self._schema)
         if self._schema is None:
             self._schema = _delta_compatible(table.schema)  # first batch fixes the schema
-        table = table.cast(self._schema) if table.schema != self._schema else table
+        # safe=False: nanosecond timestamps are truncated to Delta's microseconds, not refused
+        table = table.cast(self._schema, safe=False) if table.schema != self._schema else table
         parts = self.sink.partition_by or []
         if not parts:
             self._write((), {}, table)
@@ -203,10 +212,14 @@ class DeltaSinkWriter(StreamOperator):
             if subdir:
                 self._fs.create_dir(f"{self._base}/{subdir}", recursive=True)
             sink = self._fs.open_output_stream(abs_path)
-            writer = pq.ParquetWriter(sink, table.schema)
+            self._written.append(abs_path)  # tracked at once: a failure below still cleans it up
+            try:
+                writer = pq.ParquetWriter(sink, table.schema)
+            except BaseException:
+                _close_quietly(sink)
+                raise
             f = _OpenFile(rel, abs_path, (writer, sink), partition_values)
             self._open[key] = f
-            self._written.append(abs_path)
         f.writer[0].write_table(table)
         f.num_records += table.num_rows
         f.bytes_estimate += table.nbytes
@@ -217,8 +230,10 @@ class DeltaSinkWriter(StreamOperator):
     def _roll(self, key: tuple) -> None:
         f = self._open.pop(key)
         writer, stream = f.writer
-        writer.close()
-        stream.close()
+        try:
+            writer.close()
+        finally:
+            stream.close()
         size = self._fs.get_file_info(f.abs_path).size
         self._done.append(
             {
@@ -255,11 +270,8 @@ class DeltaSinkWriter(StreamOperator):
             return
         # failed or canceled before reporting: nobody will commit these files
         for f in self._open.values():
-            try:
-                f.writer[0].close()
-                f.writer[1].close()
-            except Exception:
-                pass
+            _close_quietly(f.writer[0])  # separately: a failing writer must not leak its stream
+            _close_quietly(f.writer[1])
         self._open.clear()
         for p in self._written:
             try:
@@ -278,13 +290,17 @@ class DeltaSinkCoordinator:
         self.parallelism = parallelism
         self._files: dict[int, tuple[int, list[dict[str, Any]]]] = {}  # subtask -> (attempt, files)
         self._superseded: list[dict[str, Any]] = []
-        self._schema: Any = _to_arrow_schema(sink.schema)
+        declared = _to_arrow_schema(sink.schema)
+        self._schema: Any = _delta_compatible(declared) if declared is not None else None
+        self._schema_conflicts: list[str] = []
         self._committed = False
+        self._keep_files = False  # the commit's outcome is unknown: never delete what it may reference
         self.version: int | None = None
 
     @property
     def app_id(self) -> str:
-        return self.sink.app_id or f"millrace-{self.job_id}-{self.operator_name}"
+        # the sink's own id: two sinks of one job on one table must not share a transaction id
+        return self.sink.app_id or f"millrace-{self.job_id}-{self.sink.sink_id}"
 
     def start(self) -> None:
         pass
@@ -299,8 +315,12 @@ class DeltaSinkCoordinator:
         if prev is not None:
             self._superseded.extend(prev[1])
         self._files[subtask] = (attempt, list(event["files"]))
-        if self._schema is None and event.get("schema") is not None:
-            self._schema = event["schema"]
+        schema = event.get("schema")
+        if schema is not None:
+            if self._schema is None:
+                self._schema = schema
+            elif not schema.equals(self._schema):
+                self._schema_conflicts.append(f"subtask {subtask} wrote {schema.to_string(show_schema_metadata=False)!r}")
 
     def on_job_finished(self) -> dict[str, Any]:
         missing = sorted(set(range(self.parallelism)) - set(self._files))
@@ -309,12 +329,22 @@ class DeltaSinkCoordinator:
                 f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
                 f"subtask(s) {missing}; nothing committed"
             )
+        if self._schema_conflicts:
+            raise StorageError(
+                f"job {self.job_id}: Delta sink '{self.operator_name}' got files with different schemas "
+                f"(expected {self._schema.to_string(show_schema_metadata=False)!r}; "
+                f"{'; '.join(self._schema_conflicts)}); nothing committed. Declare DeltaSink(schema=...) or make the types agree."
+            )
         files = [f for _, (_, fs) in sorted(self._files.items()) for f in fs]
+        from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files, table_schema  # only storage/ touches deltalake
+
+        if self._schema is None and self.sink.mode == "overwrite":
+            # no data: an overwrite still replaces the table's contents (with nothing)
+            self._schema = table_schema(self.sink.path, self.sink.storage_options)
         if self._schema is None:
-            # no data and no declared schema: nothing to create or commit
+            # no data, no declared schema, no table: nothing to create or commit
             self._committed = True
             return {"delta_table": self.sink.path, "delta_version": None, "delta_files": 0, "delta_records": 0}
-        from runtime.storage.delta_commit import commit_add_files  # only storage/ touches deltalake
 
         schema = self._schema
         if self.sink.partition_by:
@@ -324,18 +354,27 @@ class DeltaSinkCoordinator:
             for p in self.sink.partition_by:
                 if p not in schema.names:
                     schema = schema.append(pa.field(p, pa.string()))
-        self.version = commit_add_files(
-            self.sink.path,
-            files,
-            schema,
-            mode=self.sink.mode,
-            partition_by=self.sink.partition_by,
-            app_id=self.app_id,
-            version=self.sink.app_version,
-            storage_options=self.sink.storage_options,
-        )
+        try:
+            result = commit_add_files(
+                self.sink.path,
+                files,
+                schema,
+                mode=self.sink.mode,
+                partition_by=self.sink.partition_by,
+                app_id=self.app_id,
+                version=self.sink.app_version,
+                storage_options=self.sink.storage_options,
+            )
+        except CommitOutcomeUnknownError:
+            self._keep_files = True
+            raise
+        self.version = result.version
         self._committed = True
         self._delete(self._superseded)
+        if not result.committed:
+            # a replay of a commit that already landed: this run's files are referenced by nothing
+            self._delete(files)
+            return {"delta_table": self.sink.path, "delta_version": self.version, "delta_files": 0, "delta_records": 0, "delta_commit_skipped": True}
         return {
             "delta_table": self.sink.path,
             "delta_version": self.version,
@@ -344,7 +383,7 @@ class DeltaSinkCoordinator:
         }
 
     def close(self) -> None:
-        if not self._committed:
+        if not self._committed and not self._keep_files:
             # the job did not finish: its files are referenced by no commit
             self._delete([f for _, fs in self._files.values() for f in fs] + self._superseded)
         self._files.clear()
@@ -373,7 +412,7 @@ class DeltaSink(Sink):
     """`DeltaSink(path, schema=None, mode="append"|"overwrite", partition_by=None)`.
 
     `app_id` / `app_version` tag the commit (Delta txn): a second commit with the same app id and a
-    version not newer is skipped. Default app id: "millrace-<job id>-<operator name>".
+    version not newer is skipped. Default app id: "millrace-<job id>-<sink id>" (unique per sink).
     """
 
     def __init__(
@@ -398,6 +437,7 @@ class DeltaSink(Sink):
         self.app_id = app_id
         self.app_version = int(app_version)
         self.storage_options = storage_options
+        self.sink_id = uuid.uuid4().hex[:12]  # fixed in the JobGraph: the same for every attempt of this job
 
     @staticmethod
     def for_path(path: str, mode: str = "append", **kwargs: Any) -> "DeltaSink":

@@ -105,6 +105,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         self.offset = window_assigner.offset
         self.event_time = window_assigner.is_event_time()
         self.key_field = key_field
+        self._key_kind: str | None = None  # the key column's type, fixed by the first batch
         self.window_assigner = window_assigner
         self.aggregate = aggregate
         self.allowed_lateness = int(allowed_lateness) if self.event_time else 0
@@ -130,6 +131,20 @@ class ColumnarWindowAggregateOperator(StreamOperator):
                 f"columnar window aggregate: records must be Rows with field names (or dicts) to become columns: {e}"
             ) from e
 
+    def _check_key_dtype(self, keys: np.ndarray) -> None:
+        """Keys of one kind only: numpy would silently promote mixed key dtypes when windows are
+        combined (int 1 and str "1" merged, large ints collapsed through float)."""
+        kind = "str" if keys.dtype.kind in "USO" else keys.dtype.str
+        if keys.dtype.kind == "O" and len(keys) and not isinstance(keys[0], str):
+            kind = f"object:{type(keys[0]).__name__}"
+        if self._key_kind is None:
+            self._key_kind = kind
+        elif kind != self._key_kind:
+            raise MillraceError(
+                f"columnar window aggregate: key column {self.key_field!r} changed type from {self._key_kind} to {kind} "
+                "between batches; cast the key column to one type (e.g. in map_batches) before key_by"
+            )
+
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         n = len(batch)
         if n == 0:
@@ -138,6 +153,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         if self.key_field not in cb.columns:
             raise MillraceError(f"columnar window aggregate: no key column {self.key_field!r} in {list(cb.columns)}")
         keys = cb.columns[self.key_field]
+        self._check_key_dtype(keys)
         size, slide = self.size, self.slide
         if self.event_time:
             if cb.timestamps is None:

@@ -11,7 +11,7 @@ from runtime.api.connectors.delta import DeltaSink, DeltaSinkCoordinator
 from runtime.core.errors import StorageError
 from runtime.core.records import ColumnBatch
 from runtime.core.row import Row
-from runtime.storage.delta_commit import commit_add_files
+from runtime.storage.delta_commit import CommitResult, commit_add_files
 from tests.harness import FakeEventGateway, obj, open_operator, run_one_input
 
 pytestmark = pytest.mark.unit
@@ -66,11 +66,11 @@ def test_commit_add_files_idempotent_directly(tmp_path):
     pq.write_table(pa.table({"v": [1, 2, 3]}), path / "f1.parquet")
     files = [{"path": "f1.parquet", "size": (path / "f1.parquet").stat().st_size, "num_records": 3}]
     schema = pa.schema([("v", pa.int64())])
-    assert commit_add_files(str(path), files, schema, app_id="app", version=1) == 0
-    assert commit_add_files(str(path), files, schema, app_id="app", version=1) == 0  # skipped
+    assert commit_add_files(str(path), files, schema, app_id="app", version=1) == CommitResult(0, True)
+    assert commit_add_files(str(path), files, schema, app_id="app", version=1) == CommitResult(0, False)  # skipped
     pq.write_table(pa.table({"v": [4]}), path / "f2.parquet")
     files2 = [{"path": "f2.parquet", "size": (path / "f2.parquet").stat().st_size, "num_records": 1}]
-    assert commit_add_files(str(path), files2, schema, app_id="app", version=2) == 1
+    assert commit_add_files(str(path), files2, schema, app_id="app", version=2) == CommitResult(1, True)
     assert sorted(deltalake.DeltaTable(str(path)).to_pyarrow_table()["v"].to_pylist()) == [1, 2, 3, 4]
     with pytest.raises(StorageError):
         commit_add_files(str(path), files2, schema, mode="upsert")

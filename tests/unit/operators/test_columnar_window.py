@@ -173,3 +173,18 @@ def test_columnar_aggregate_as_aggregate_function():
         a = agg.add({"v": v}, a)
     b = agg.add(Row(v=-2), agg.create_accumulator())
     assert agg.get_result(agg.merge(a, b)) == Row(n=4, s=6, lo=-2, hi=4)
+
+
+def test_key_column_changing_type_between_batches_is_refused_not_merged() -> None:
+    from runtime.api.datastream.aggregates import Aggregates, Count
+    from runtime.api.datastream.window import TumblingEventTimeWindows
+    from runtime.api.operators.columnar_window import ColumnarWindowAggregateOperator
+    from runtime.core.errors import MillraceError
+    from runtime.core.records import ColumnBatch
+    from tests.harness import open_operator
+
+    op = ColumnarWindowAggregateOperator("k", TumblingEventTimeWindows.of(1000), Aggregates.of(count=Count()))
+    open_operator(op)
+    op.process_batch(ColumnBatch({"k": np.array([1, 2])}, np.array([10, 20], dtype=np.int64)))
+    with pytest.raises(MillraceError, match="changed type from <i8 to str"):
+        op.process_batch(ColumnBatch({"k": np.array(["1"])}, np.array([30], dtype=np.int64)))
