@@ -83,15 +83,14 @@ class _ReportingClient:
         self.reporter._print(line)
         for name, m in result.metrics.items():
             self.reporter._print(f"  {name}: in {m['records_in']:,} out {m['records_out']:,} (parallelism {m['parallelism']})")
-        acc = result.accumulators
-        if "delta_table" in acc:
-            self.reporter._print(
-                f"Output: Delta table {acc['delta_table']} (version {acc.get('delta_version')}, "
-                f"{acc.get('delta_records', 0):,} rows in {acc.get('delta_files', 0)} files)"
-            )
-        for key, value in acc.items():
-            if not key.startswith("delta_"):
-                self.reporter._print(f"  {key}: {value}")
+        for operator, acc in result.accumulators.get("operators", {}).items():
+            if "delta_table" in acc:
+                self.reporter._print(
+                    f"Output: Delta table {acc['delta_table']} (version {acc.get('delta_version')}, "
+                    f"{acc.get('delta_records', 0):,} rows in {acc.get('delta_files', 0)} files) from '{operator}'"
+                )
+            else:
+                self.reporter._print(f"  {operator}: " + ", ".join(f"{k}={v}" for k, v in acc.items()))
         return result
 
 

@@ -47,6 +47,7 @@ class JobMaster(RpcEndpoint):
         self.slots_needed = sum(slots_per_group(self.eg).values())
         self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
         self.coordinators: dict[int, Any] = {}
+        self._coordinator_names: dict[int, str] = {}
         self.by_attempt: dict[str, ExecutionVertex] = {}
         self.placement: dict = {}
         self.metrics: dict[str, m.TaskMetricsSnapshot] = {}
@@ -106,6 +107,7 @@ class JobMaster(RpcEndpoint):
                         e.__millrace_operator__ = op.name  # type: ignore[attr-defined]
                         raise
                     self.coordinators[op.node_id] = coord
+                    self._coordinator_names[op.node_id] = op.name
 
     def _check_slot_timeout(self) -> None:
         if self.deployed or self.status.state.is_globally_terminal or self.status.state is not JobStatus.RUNNING:
@@ -273,10 +275,16 @@ class JobMaster(RpcEndpoint):
             return
         self._finishing = True
         try:
+            per_operator: dict[str, Any] = {}
             for node_id, coord in self.coordinators.items():
                 result = await self.loop.run_in_executor(None, coord.on_job_finished)
                 if result:
-                    self.accumulators.update(result)
+                    per_operator[self._coordinator_names[node_id]] = result
+                    # flat keys for the common one-sink job; with several, the first one's stay
+                    for k, v in result.items():
+                        self.accumulators.setdefault(k, v)
+            if per_operator:
+                self.accumulators["operators"] = per_operator
         except Exception as e:  # noqa: BLE001 - a failed commit fails the job; nothing partial is visible
             self.failure = m.ErrorInfo.from_exception(e)
             self._log(logging.ERROR, "commit at job end failed: %s", self.failure.describe())

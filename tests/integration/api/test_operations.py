@@ -791,3 +791,20 @@ def test_columnar_filter_then_keyed_reduce_by_field_name(cluster_env: MiniCluste
     for k, v in kept:
         sums[k] += v
     assert finals == dict(sums)
+
+
+def test_two_delta_sinks_in_one_job_both_commit_and_are_reported_per_operator(cluster_env: MiniCluster, tmp_path) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    from runtime.api.datastream import DeltaSink
+
+    shared, other = str(tmp_path / "shared"), str(tmp_path / "other")
+    env = env_p(2)
+    ds = env.from_collection(list(range(100)))
+    ds.filter(lambda x: x % 2 == 0).map(lambda x: Row(x=x)).sink_to(DeltaSink(shared)).name("evens")
+    ds.filter(lambda x: x % 2 == 1).map(lambda x: Row(x=x)).sink_to(DeltaSink(shared)).name("odds")
+    ds.map(lambda x: Row(y=x * 10)).sink_to(DeltaSink(other)).name("tens")
+    result = env.execute("three sinks")
+    assert sorted(deltalake.DeltaTable(shared).to_pyarrow_table()["x"].to_pylist()) == list(range(100))
+    assert sorted(deltalake.DeltaTable(other).to_pyarrow_table()["y"].to_pylist()) == [x * 10 for x in range(100)]
+    per_op = result.accumulators["operators"]
+    assert {per_op[n]["delta_records"] for n in ("evens", "odds")} == {50} and per_op["tens"]["delta_records"] == 100
