@@ -222,7 +222,16 @@ class TaskExecutor(RpcEndpoint):
         jm = self.rpc.gateway(gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id)
 
         def report(update: m.TaskExecutionStateUpdate) -> None:
-            jm.call_sync("update_task_execution_state", update, timeout=30)
+            # a lost terminal report would leave the JobMaster waiting for this attempt: retry it
+            attempts = 4 if update.state.is_terminal else 1
+            for i in range(attempts):
+                try:
+                    jm.call_sync("update_task_execution_state", update, timeout=30)
+                    return
+                except Exception:
+                    if i == attempts - 1 or self.terminated.is_set():
+                        raise
+                    time.sleep(0.5 * 2**i)
 
         def send_event(event: m.OperatorEventMessage) -> None:
             jm.call_sync("send_operator_event", event, timeout=60)
