@@ -154,25 +154,26 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         return batch.split_by(self.channels_of(batch), self.num_channels)
 
 
+_BY_KIND: dict[PartitionerKind, type[StreamPartitioner]] = {
+    PartitionerKind.FORWARD: ForwardPartitioner,
+    PartitionerKind.GLOBAL: GlobalPartitioner,
+    PartitionerKind.RESCALE: RescalePartitioner,
+    PartitionerKind.REBALANCE: RebalancePartitioner,
+    PartitionerKind.SHUFFLE: ShufflePartitioner,
+    PartitionerKind.BROADCAST: BroadcastPartitioner,
+}
+
+
 def create_partitioner(
     kind: PartitionerKind, key_selector: Any, num_channels: int, max_parallelism: int
 ) -> StreamPartitioner:
     """The partitioner for one produced result partition (`num_channels` = its subpartitions)."""
     kind = PartitionerKind(kind)
-    if kind is PartitionerKind.FORWARD:
-        return ForwardPartitioner(num_channels)
-    if kind is PartitionerKind.GLOBAL:
-        return GlobalPartitioner(num_channels)
-    if kind is PartitionerKind.RESCALE:
-        return RescalePartitioner(num_channels)
-    if kind is PartitionerKind.REBALANCE:
-        return RebalancePartitioner(num_channels)
-    if kind is PartitionerKind.SHUFFLE:
-        return ShufflePartitioner(num_channels)
-    if kind is PartitionerKind.BROADCAST:
-        return BroadcastPartitioner(num_channels)
     if kind is PartitionerKind.HASH:
         if key_selector is None:
             raise ValueError("a HASH partitioner needs a key selector")
         return KeyGroupStreamPartitioner(num_channels, key_selector, max_parallelism)
-    raise ValueError(f"unknown partitioner kind {kind!r}")
+    cls = _BY_KIND.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown partitioner kind {kind!r}")
+    return cls(num_channels)
