@@ -1,23 +1,24 @@
-"""`millrace` command line: run and plan dataflow programs.
+"""`millrace` command line (Flink's CLI): run, plan, list, info, cancel, cluster start|stop|status.
 
-`millrace run JOB.py [--parallelism N] [--provider spark|local] [job args...]` runs the program on
-the embedded default (this process is the JobManager and Spark driver; TaskManagers run on Spark
-executors). `millrace plan JOB.py` prints the JobGraph without running anything. Arguments the
-CLI does not know are passed to the program as its sys.argv.
+`millrace run JOB.py` runs a program on the embedded default (this process is the JobManager and
+Spark driver; TaskManagers run on Spark executors); with `--cluster` it submits to a session
+cluster over REST; `--mode per-job` / `--mode application` start a dedicated JobManager process
+for the job / for the program's main(). Arguments the CLI does not know go to the program's argv.
+Errors are messages, never tracebacks; exit codes: 0 finished, 1 failed or cancelled, 2 bad input,
+3 unexpected, 130 interrupted.
 """
 from __future__ import annotations
 
 import argparse
 import logging
-import runpy
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from runtime.api.execution import JobExecutionResult, use_executor
 from runtime.core.errors import JobExecutionError, MillraceError
 from runtime.core.states import JobStatus
+from runtime.deploy.program import run_program
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.plan import format_plan
 
@@ -38,9 +39,10 @@ class _PlanExecutor:
 class _ReportingExecutor:
     """Wraps the real executor: prints job id, plan, status changes, throughput and outputs."""
 
-    def __init__(self, inner: Any, out: Any) -> None:
+    def __init__(self, inner: Any, out: Any, detached: bool = False) -> None:
         self.inner = inner
         self.out = out
+        self.detached = detached
         self.jobs: list[tuple[JobGraph, float]] = []
 
     def _print(self, text: str) -> None:
@@ -56,6 +58,10 @@ class _ReportingExecutor:
             if status_listener is not None:
                 status_listener(job_id, status, cause)
 
+        if self.detached:
+            client = self.inner.execute(job_graph)
+            self._print(f"Job has been submitted with JobID {client.job_id} (detached: it runs on without this client)")
+            return client
         client = self.inner.execute(job_graph, on_status)
         self._print(f"Job has been submitted with JobID {client.job_id}")
         return _ReportingClient(client, self)
@@ -94,20 +100,11 @@ class _ReportingClient:
         return result
 
 
-def _run_program(path: str, argv: list[str]) -> None:
-    program = Path(path)
-    if not program.is_file():
-        raise MillraceError(f"no such job file: {path}")
-    sys.argv = [str(program)] + argv
-    sys.path.insert(0, str(program.parent.resolve()))
-    runpy.run_path(str(program), run_name="__main__")
-
-
 def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
     config = {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
     try:
         with use_executor(_PlanExecutor(), config=config):
-            _run_program(args.job, job_args)
+            run_program(args.job, job_args)
     except _PlanCaptured as captured:
         print(format_plan(captured.job_graph))
         return 0
@@ -115,43 +112,289 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
     return 1
 
 
-def cmd_run(args: argparse.Namespace, job_args: list[str]) -> int:
-    from runtime.deploy.embedded import EmbeddedExecutor
+def _job_config(args: argparse.Namespace) -> dict[str, str]:
+    return {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
 
-    config: dict[str, str] = {}
-    if args.parallelism:
-        config["parallelism.default"] = str(args.parallelism)
-    inner = EmbeddedExecutor(provider=args.provider, spark_master=args.spark_master, tm_log_level=args.log_level)
-    executor = _ReportingExecutor(inner, sys.stdout)
-    with use_executor(executor, config=config, global_default=True):
-        _run_program(args.job, job_args)
-    if not executor.jobs:
+
+def _cluster_config(args: argparse.Namespace, mode: str, home: Any, **extra: Any) -> Any:
+    from runtime.deploy.cluster_entrypoint import ClusterConfig
+
+    return ClusterConfig(
+        mode=mode, home=str(home), provider=args.provider, spark_master=args.spark_master,
+        task_managers=getattr(args, "taskmanagers", 1), slots_per_task_manager=args.slots_per_taskmanager,
+        max_task_managers=args.max_taskmanagers, log_level=args.log_level, **extra,
+    )
+
+
+def _run_with(executor: Any, args: argparse.Namespace, job_args: list[str]) -> int:
+    reporting = _ReportingExecutor(executor, sys.stdout, detached=args.detached)
+    with use_executor(reporting, config=_job_config(args), global_default=True):
+        run_program(args.job, job_args)
+    if not reporting.jobs:
         print("the program did not call execute(): nothing ran", file=sys.stderr)
         return 1
     return 0
 
 
-def main(argv: list[str] | None = None) -> None:
+def cmd_run(args: argparse.Namespace, job_args: list[str]) -> int:
+    mode = args.mode or ("session" if args.cluster else "embedded")
+    if mode == "embedded":
+        if args.detached:
+            raise MillraceError("--detached needs a cluster to leave the job with: add --cluster URL (session) or --mode per-job")
+        from runtime.deploy.embedded import EmbeddedExecutor
+
+        inner = EmbeddedExecutor(provider=args.provider, spark_master=args.spark_master, tm_log_level=args.log_level)
+        return _run_with(inner, args, job_args)
+    if args.cluster and mode != "session":
+        raise MillraceError(f"--cluster submits to a running session cluster; --mode {mode} starts its own cluster: use one of them")
+    if mode == "session":
+        from runtime.deploy.cluster_file import resolve_cluster
+        from runtime.deploy.remote import RestExecutor
+
+        endpoint = resolve_cluster(args.cluster, args.token)
+        return _run_with(RestExecutor(endpoint, detached=args.detached), args, job_args)
+    if mode == "per-job":
+        return _run_per_job(args, job_args)
+    return _run_application(args, job_args)
+
+
+def _dedicated_home(kind: str) -> Any:
+    import uuid
+
+    from runtime.deploy.cluster_file import millrace_home
+
+    return millrace_home() / kind / f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def _run_per_job(args: argparse.Namespace, job_args: list[str]) -> int:
+    """Flink's job cluster: a JobManager process for this one job; TaskManagers on demand; gone after it."""
+    from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
+    from runtime.deploy.remote import RestExecutor
+
+    home = _dedicated_home("per-job")
+    print(f"Starting a per-job cluster (JobManager process, TaskManagers on {args.provider}) ...", flush=True)
+    proc, endpoint = start_cluster_process(_cluster_config(args, "per-job", home))
+    print(f"Per-job cluster at {endpoint.url} (pid {endpoint.pid}, cluster file {home}/cluster.json)", flush=True)
+    try:
+        code = _run_with(RestExecutor(endpoint, detached=args.detached), args, job_args)
+    except BaseException:
+        print("stopping the per-job cluster", file=sys.stderr)
+        stop_cluster(endpoint, home, proc=proc)
+        raise
+    if args.detached:
+        print(f"The per-job cluster stops by itself when the job ends; until then: millrace info JOB_ID --cluster {home}")
+        return code
+    stop_cluster(endpoint, home, proc=proc)
+    return code
+
+
+def _run_application(args: argparse.Namespace, job_args: list[str]) -> int:
+    """Flink's application cluster: main() runs in the JobManager process; the client only watches."""
+    from pathlib import Path
+
+    from runtime.deploy.cluster_entrypoint import ApplicationSpec
+    from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
+    from runtime.deploy.remote import rest_client
+
+    program = Path(args.job)
+    if not program.is_file():
+        raise MillraceError(f"no such job file: {args.job}")
+    home = _dedicated_home("application")
+    spec = ApplicationSpec(program=str(program.resolve()), args=job_args, config=_job_config(args))
+    print(f"Starting an application cluster for {program.name}: its main() runs in the JobManager ...", flush=True)
+    proc, endpoint = start_cluster_process(_cluster_config(args, "application", home, application=spec))
+    print(f"Application cluster at {endpoint.url} (pid {endpoint.pid}, log {endpoint.log})", flush=True)
+    if args.detached:
+        print(f"Detached: the cluster ends with the application; follow it with millrace list --cluster {home}")
+        return 0
+    client = rest_client(endpoint)
+    started = time.time()
+    seen: dict[str, str] = {}
+    try:
+        while True:
+            info = client.cluster_info()
+            for job in client.list_jobs():
+                row = _dump(job)
+                jid, state = row.get("jid") or row.get("id"), row.get("state") or row.get("status")
+                if seen.get(jid) != state:
+                    print(f"[{time.time() - started:7.2f}s] job {jid} '{row.get('name', '')}' -> {state}", flush=True)
+                    seen[jid] = state
+            app = info.application
+            if app is not None and app.status != "RUNNING":
+                break
+            if proc.poll() is not None:
+                raise MillraceError(f"the application cluster exited (code {proc.returncode}) without reporting; see {endpoint.log}")
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        print("interrupted: stopping the application cluster (its jobs are cancelled)", file=sys.stderr)
+        stop_cluster(endpoint, home, proc=proc)
+        raise
+    stop_cluster(endpoint, home, proc=proc)
+    if app.status == "FINISHED":
+        print(f"Application FINISHED ({len(app.job_ids)} job(s)); JobManager log: {endpoint.log}")
+        return 0
+    print(f"\nApplication FAILED: {app.error}\nJobManager log: {endpoint.log}", file=sys.stderr)
+    return 1
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True) if hasattr(model, "model_dump") else dict(model)
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from runtime.deploy.cluster_file import resolve_cluster
+    from runtime.deploy.remote import rest_client
+
+    return rest_client(resolve_cluster(args.cluster, args.token))
+
+
+def _ms(ms: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if isinstance(ms, (int, float)) and ms > 0 else "-"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = [_dump(j) for j in _client(args).list_jobs()]
+    if args.running:
+        rows = [r for r in rows if r.get("state") not in ("FINISHED", "FAILED", "CANCELED")]
+    if not rows:
+        print("No jobs.")
+        return 0
+    print(f"{'JOB ID':<34} {'STATUS':<11} {'STARTED':<19} {'DURATION':>9}  NAME")
+    for r in sorted(rows, key=lambda r: r.get("start-time", 0)):
+        print(f"{r.get('jid', ''):<34} {r.get('state', ''):<11} {_ms(r.get('start-time')):<19} {r.get('duration', 0) / 1000:>8.1f}s  {r.get('name', '')}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    d = _dump(_client(args).job_details(args.job_id))
+    print(f"Job {d.get('jid')} '{d.get('name')}': {d.get('state')} (started {_ms(d.get('start-time'))}, {d.get('duration', 0) / 1000:.1f}s)")
+    for v in d.get("vertices", []):
+        mt = v.get("metrics", {})
+        print(
+            f"  {v.get('name')} (parallelism {v.get('parallelism')}): {v.get('status')}, records in {mt.get('read-records', 0):,} "
+            f"out {mt.get('write-records', 0):,}, bytes in {mt.get('read-bytes', 0):,} out {mt.get('write-bytes', 0):,}, "
+            f"backpressure {v.get('backpressure-level', '-')}"
+        )
+        for st in v.get("subtasks", []):
+            print(f"    subtask {st.get('subtask')}: {st.get('status')} attempt {st.get('attempt')} on {st.get('taskmanager-id')} ({st.get('host')})")
+    exc = d.get("root-exception") or d.get("exception")
+    if exc:
+        print(f"Root cause: {exc if isinstance(exc, str) else exc.get('message', exc)}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    _client(args).cancel_job(args.job_id)
+    print(f"Cancellation of job {args.job_id} requested.")
+    return 0
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from runtime.deploy.cluster_file import millrace_home, process_alive, read_cluster_file
+    from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
+
+    home = millrace_home(args.home)
+    if args.cluster_command == "start":
+        cfg = _cluster_config(args, "session", home, host=args.host, rest_port=args.rest_port, idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None)
+        print(f"Starting a session cluster ({cfg.task_managers} TaskManager(s) x {cfg.slots_per_task_manager} slot(s) on {cfg.spark_master_url() if cfg.provider == 'spark' else 'local processes'}) ...", flush=True)
+        _, endpoint = start_cluster_process(cfg)
+        print(f"Session cluster running: REST API {endpoint.url}, pid {endpoint.pid}\nCluster file (URL and access token): {home}/cluster.json\nLog: {endpoint.log}")
+        return 0
+    endpoint = read_cluster_file(home)
+    if args.cluster_command == "status":
+        alive = process_alive(endpoint.pid)
+        print(f"{endpoint.mode} cluster at {endpoint.url}, pid {endpoint.pid}: {'running' if alive else 'NOT running (stale cluster file)'}")
+        if alive:
+            ov = _dump(_client(argparse.Namespace(cluster=str(home), token=None)).overview())
+            print("  " + ", ".join(f"{k}: {v}" for k, v in ov.items()))
+        return 0 if alive else 1
+    how = stop_cluster(endpoint, home)
+    print(f"Session cluster at {endpoint.url} (pid {endpoint.pid}) {how}.")
+    return 0
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _add_cluster_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", default=None, help="REST URL of a running cluster, or its cluster file/folder (default: the session cluster under MILLRACE_HOME)")
+    p.add_argument("--token", default=None, help="access token (default: MILLRACE_TOKEN or the cluster file)")
+
+
+def _add_cluster_shape(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--provider", choices=["spark", "local"], default="spark", help="where TaskManagers run (default: Spark executors)")
+    p.add_argument("--spark-master", default=None, help="Spark master URL (default local[N])")
+    p.add_argument("--slots-per-taskmanager", type=_int_at_least(1), default=1, help="task slots per TaskManager (default 1: a Python process is one core)")
+    p.add_argument("--max-taskmanagers", type=_int_at_least(1), default=8, help="most TaskManagers the ResourceManager may ask for (default 8)")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="millrace", description="Millrace: Flink's runtime in Python on Spark, Delta and Dagster")
     parser.add_argument(
         "--log-level", default="WARNING", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level of the runtime and its TaskManagers (default WARNING)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a job program on the embedded cluster")
+    run = sub.add_parser("run", help="run a job program: embedded (default), on a session cluster, or on its own per-job/application cluster")
     run.add_argument("job", help="path of the Python program (PyFlink-style, calls env.execute())")
-    run.add_argument("--parallelism", "-p", type=int, default=None, help="default parallelism of the job")
-    run.add_argument("--provider", choices=["spark", "local"], default="spark", help="where TaskManagers run (default: Spark executors)")
-    run.add_argument("--spark-master", default=None, help="Spark master URL (default local[N] sized to the job)")
+    run.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None, help="default parallelism of the job")
+    run.add_argument("--mode", choices=["embedded", "session", "per-job", "application"], default=None,
+                     help="embedded: this process is the JobManager (default without --cluster); session: submit to --cluster; "
+                          "per-job: a dedicated JobManager process for this job; application: main() runs in a dedicated JobManager")
+    run.add_argument("--detached", "-d", action="store_true", help="submit, print the job id and return (cluster modes)")
+    _add_cluster_target(run)
+    _add_cluster_shape(run)
     plan = sub.add_parser("plan", help="print the JobGraph of a program without running it")
     plan.add_argument("job")
-    plan.add_argument("--parallelism", "-p", type=int, default=None)
-    args, job_args = parser.parse_known_args(argv)
+    plan.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None)
+    lst = sub.add_parser("list", help="list the jobs of a cluster")
+    lst.add_argument("--running", action="store_true", help="only jobs that have not ended")
+    _add_cluster_target(lst)
+    info = sub.add_parser("info", help="show a job: status, vertices, subtasks, records, backpressure")
+    info.add_argument("job_id")
+    _add_cluster_target(info)
+    cancel = sub.add_parser("cancel", help="cancel a running job")
+    cancel.add_argument("job_id")
+    _add_cluster_target(cancel)
+    cluster = sub.add_parser("cluster", help="start, stop or inspect a session cluster")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True)
+    start = csub.add_parser("start", help="start a session cluster in the background")
+    start.add_argument("--taskmanagers", type=_int_at_least(0), default=1, help="TaskManagers started now and kept (default 1)")
+    start.add_argument("--idle-timeout", type=float, default=30.0, help="seconds before an idle TaskManager above --taskmanagers is released (0: never)")
+    start.add_argument("--rest-port", type=_int_at_least(0), default=0, help="REST port (default: any free port)")
+    start.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    _add_cluster_shape(start)
+    for name in ("start", "stop", "status"):
+        p = start if name == "start" else csub.add_parser(name, help=f"{name} the session cluster")
+        p.add_argument("--home", default=None, help="folder of cluster.json (default MILLRACE_HOME or ~/.millrace)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    commands = {
+        "run": lambda: cmd_run(args, extra), "plan": lambda: cmd_plan(args, extra), "list": lambda: cmd_list(args),
+        "info": lambda: cmd_info(args), "cancel": lambda: cmd_cancel(args), "cluster": lambda: cmd_cluster(args),
+    }
     try:
-        code = cmd_run(args, job_args) if args.command == "run" else cmd_plan(args, job_args)
+        code = commands[args.command]()
     except JobExecutionError as e:
-        print(f"\nJob failed: {e}", file=sys.stderr)
+        status = "was cancelled" if " CANCELED" in str(e).split(":")[0] else "failed"
+        print(f"\nJob {status}: {e}", file=sys.stderr)
         code = 1
     except MillraceError as e:  # a user error: a message, never a traceback
         print(f"error: {e}", file=sys.stderr)

@@ -1,0 +1,148 @@
+"""Benchmark: job submission latency on a warm session cluster, and TaskManager replacement on Spark.
+
+Side by side in one run:
+  - session: `millrace cluster start`'s JobManager process with TaskManagers already running on
+    Spark executors; 20 small jobs submitted one after another over REST. Per job: submit ->
+    job RUNNING (Flink's figure, ~1 s) and submit -> every task RUNNING, submit -> FINISHED.
+  - baseline: the same small job on the embedded default (a fresh JobManager and TaskManagers
+    on Spark executors per job, as `millrace run` without --cluster does), a few times.
+  - replacement: a TaskManager's process is killed; time until the ResourceManager has a new one
+    registered (the session keeps its minimum of TaskManagers).
+Prints one JSON line per measurement, then the medians.
+
+    .venv/bin/python benchmarks/session_cluster.py [--jobs 20] [--kills 3] [--provider spark|local]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from runtime.api.common.typeinfo import Types
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.deploy.cluster_entrypoint import ClusterConfig
+from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
+from runtime.deploy.remote import rest_client
+
+
+def small_job(parallelism: int):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    env.from_collection(list(range(100)), type_info=Types.LONG()).map(lambda x: x * 2, output_type=Types.LONG()).key_by(lambda x: x % 3).reduce(lambda a, b: a + b).print()
+    return env.get_job_graph("small job")
+
+
+def _all_tasks_running_or_done(details: dict) -> bool:
+    subtasks = [st for v in details["vertices"] for st in v["subtasks"]]
+    return bool(subtasks) and all(st["status"] in ("RUNNING", "FINISHED") for st in subtasks)
+
+
+def session_latencies(client, jobs: int, parallelism: int) -> list[dict]:
+    out = []
+    for i in range(jobs):
+        job_graph = small_job(parallelism)
+        t0 = time.perf_counter()
+        job_id = client.submit_job(job_graph)
+        running = tasks = None
+        while True:
+            d = client.job_details(job_id).model_dump(by_alias=True)
+            now = time.perf_counter() - t0
+            if running is None and d["state"] in ("RUNNING", "FINISHED"):
+                running = now
+            if tasks is None and (_all_tasks_running_or_done(d) or d["state"] == "FINISHED"):
+                tasks = now
+            if d["state"] in ("FINISHED", "FAILED", "CANCELED"):
+                assert d["state"] == "FINISHED", d
+                break
+            time.sleep(0.005)
+        row = {"config": "session", "job": i, "submit_to_running_s": round(running, 4), "submit_to_tasks_running_s": round(tasks, 4), "submit_to_finished_s": round(now, 4)}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
+def embedded_latencies(runs: int, parallelism: int, provider: str) -> list[dict]:
+    from runtime.deploy.embedded import EmbeddedExecutor
+
+    out = []
+    for i in range(runs):
+        job_graph = small_job(parallelism)
+        seen: dict[str, float] = {}
+        t0 = time.perf_counter()
+        client = EmbeddedExecutor(provider=provider).execute(job_graph, lambda _j, st, _c: seen.setdefault(st.name, time.perf_counter() - t0))
+        result = client.get_job_execution_result(timeout=300)
+        total = time.perf_counter() - t0
+        row = {"config": "embedded (baseline)", "job": i, "submit_to_running_s": round(seen.get("RUNNING", total), 4),
+               "submit_to_tasks_running_s": round(total - (result.running_ms or 0) / 1000, 4), "submit_to_finished_s": round(total, 4)}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
+def replacement_times(client, kills: int) -> list[float]:
+    times = []
+    for i in range(kills):
+        tms = [t.model_dump(by_alias=True) for t in client.task_managers()]
+        victim = tms[0]
+        before = {t["id"] for t in tms}
+        pid = victim.get("pid")
+        t0 = time.perf_counter()
+        os.kill(int(pid), signal.SIGKILL)
+        while True:
+            now = {t.model_dump(by_alias=True)["id"] for t in client.task_managers()}
+            if victim["id"] not in now and len(now) >= len(before):
+                break
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - t0
+        print(json.dumps({"config": "replace killed TaskManager", "kill": i, "tm": victim["id"], "seconds": round(elapsed, 3)}), flush=True)
+        times.append(elapsed)
+        time.sleep(1)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--baseline-runs", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--provider", choices=["spark", "local"], default="spark")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
+    t0 = time.perf_counter()
+    proc, endpoint = start_cluster_process(ClusterConfig(home=str(home), provider=args.provider, task_managers=args.parallelism, max_task_managers=args.parallelism + 2, idle_timeout_s=None, log_level="WARNING"))
+    client = rest_client(endpoint)
+    while len(client.task_managers()) < args.parallelism:
+        time.sleep(0.05)
+    print(json.dumps({"config": "session cluster start", "seconds_until_task_managers_registered": round(time.perf_counter() - t0, 2)}), flush=True)
+    try:
+        session_latencies(client, 2, args.parallelism)  # warm-up: imports, first deployments
+        session = session_latencies(client, args.jobs, args.parallelism)
+        replace = replacement_times(client, args.kills)
+    finally:
+        stop_cluster(endpoint, home, proc=proc)
+    baseline = embedded_latencies(args.baseline_runs, args.parallelism, args.provider)
+
+    def med(rows: list[dict], key: str) -> float:
+        return round(statistics.median(r[key] for r in rows), 4)
+
+    summary = {
+        "session_median_submit_to_running_s": med(session, "submit_to_running_s"),
+        "session_median_submit_to_tasks_running_s": med(session, "submit_to_tasks_running_s"),
+        "session_median_submit_to_finished_s": med(session, "submit_to_finished_s"),
+        "embedded_median_submit_to_running_s": med(baseline, "submit_to_running_s"),
+        "embedded_median_submit_to_finished_s": med(baseline, "submit_to_finished_s"),
+        "finished_ratio_embedded_over_session": round(med(baseline, "submit_to_finished_s") / med(session, "submit_to_finished_s"), 1),
+        "replace_killed_task_manager_median_s": round(statistics.median(replace), 3) if replace else None,
+        "provider": args.provider,
+    }
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The JobManager process of a session, per-job or application cluster (Flink: ClusterEntrypoint).
+
+It starts the Spark driver (TaskManagers run on its executors), the Dispatcher and ResourceManager,
+and the REST API, then writes `cluster.json` (URL, token, pid) so clients find it.
+
+- session: runs until `DELETE /cluster`, SIGTERM or SIGINT; TaskManagers are started up front.
+- per-job: serves one job; TaskManagers are requested on demand; shuts down once that job ended
+  and its client fetched the result (or after a grace period, for detached clients).
+- application: runs the program's main() here, in the JobManager process (Flink's
+  ApplicationClusterEntryPoint); the cluster lives as long as the application.
+
+Started by `millrace cluster start` / `millrace run --mode per-job|application` as
+`python -m runtime.deploy.cluster_entrypoint` with its config in MILLRACE_CLUSTER_CONFIG.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from runtime.api.execution import use_executor
+from runtime.core.states import JobStatus
+from runtime.deploy.cluster_file import ClusterEndpoint, remove_cluster_file, write_cluster_file
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.deploy.program import run_program
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+
+log = logging.getLogger("millrace.cluster")
+
+CONFIG_ENV = "MILLRACE_CLUSTER_CONFIG"
+Mode = Literal["session", "per-job", "application"]
+
+
+class ApplicationSpec(BaseModel):
+    program: str = Field(description="path of the Python program whose main runs in the JobManager")
+    args: list[str] = Field(default_factory=list)
+    config: dict[str, str] = Field(default_factory=dict, description="job configuration, e.g. parallelism.default")
+
+
+class ClusterConfig(BaseModel):
+    """Everything `millrace cluster start` / `run --mode ...` can set, with the defaults a session gets."""
+
+    mode: Mode = "session"
+    home: str = Field(description="folder of cluster.json and the log")
+    provider: Literal["spark", "local"] = Field("spark", description="where TaskManagers run")
+    spark_master: str | None = Field(None, description="Spark master URL; default local[max_task_managers]")
+    task_managers: int = Field(1, ge=0, description="TaskManagers started up front and kept (session mode)")
+    slots_per_task_manager: int = Field(1, ge=1)
+    max_task_managers: int = Field(8, ge=1, description="the ResourceManager never asks for more")
+    idle_timeout_s: float | None = Field(30.0, description="release TaskManagers idle this long (above the minimum)")
+    host: str = Field("127.0.0.1", description="bind address of the REST API and the JobManager RPC port")
+    rest_port: int = Field(0, ge=0, le=65535, description="0 = any free port")
+    rpc_port: int = Field(0, ge=0, le=65535)
+    log_level: str = "INFO"
+    result_grace_s: float = Field(10.0, description="per-job/application: how long the REST API outlives the work when nobody fetches the result")
+    application: ApplicationSpec | None = None
+
+    def spark_master_url(self) -> str:
+        return self.spark_master or f"local[{max(2, self.max_task_managers)}]"
+
+
+class _Hooks:
+    """What the REST API asks of the cluster (info, shutdown) and what the lifecycle watches."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.started_at_ms = int(time.time() * 1000)
+        self.stop_requested = threading.Event()
+        self.application_status: str | None = "RUNNING" if config.mode == "application" else None
+        self.application_error: str | None = None
+        self.application_jobs: list[str] = []
+
+    def info(self) -> Any:
+        from runtime.rest.models import ApplicationStatus, ClusterInfo
+        from runtime.version import __version__
+
+        app = None
+        if self.application_status is not None:
+            app = ApplicationStatus(status=self.application_status, error=self.application_error, job_ids=list(self.application_jobs))
+        return ClusterInfo(mode=self.config.mode, started_at_ms=self.started_at_ms, pid=os.getpid(), millrace_version=__version__, application=app)
+
+    def shutdown(self) -> None:
+        log.info("[cluster] shutdown requested")
+        self.stop_requested.set()
+
+
+class _RecordingExecutor:
+    """Application mode: jobs go to this process's Dispatcher; their ids are recorded for clients."""
+
+    def __init__(self, cluster: MiniCluster, hooks: _Hooks) -> None:
+        self.cluster, self.hooks = cluster, hooks
+
+    def execute(self, job_graph: Any, status_listener: Any = None) -> Any:
+        client = self.cluster.submit(job_graph, status_listener)
+        self.hooks.application_jobs.append(client.job_id)
+        log.info("[cluster] application submitted job %s '%s'", client.job_id, job_graph.job_name)
+        return client
+
+
+class ClusterEntrypoint:
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.hooks = _Hooks(config)
+        self.token = secrets.token_urlsafe(32)
+        self.spark: Any = None
+        self.cluster: MiniCluster | None = None
+        self.rest: Any = None
+
+    def start(self) -> ClusterEndpoint:
+        from runtime.rest.app import create_app
+        from runtime.rest.server import RestServer
+
+        cfg = self.config
+        if cfg.provider == "spark":
+            from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
+
+            started = time.monotonic()
+            self.spark = build_spark_session(SparkSessionConfig(master=cfg.spark_master_url(), app_name=f"millrace-{cfg.mode}-cluster", driver_host=cfg.host))
+            log.info("[cluster] Spark driver up on %s in %.1fs", cfg.spark_master_url(), time.monotonic() - started)
+        session = cfg.mode == "session"
+        self.cluster = MiniCluster(
+            MiniClusterConfig(
+                provider=cfg.provider,
+                slots_per_task_manager=cfg.slots_per_task_manager,
+                max_task_managers=cfg.max_task_managers,
+                host=cfg.host,
+                port=cfg.rpc_port,
+                tm_log_level=cfg.log_level,
+                # session mode pre-starts TaskManagers and keeps them; per-job/application ask on demand
+                initial_task_managers=cfg.task_managers if session else 0,
+                min_task_managers=cfg.task_managers if session else 0,
+                idle_timeout_s=cfg.idle_timeout_s if session else None,
+            ),
+            spark=self.spark,
+        ).start()
+        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.RESOURCE_MANAGER), self.token, self.hooks)
+        self.rest = RestServer(app, host=cfg.host, port=cfg.rest_port).start()
+        endpoint = ClusterEndpoint(url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"), started_at_ms=self.hooks.started_at_ms)
+        write_cluster_file(endpoint, cfg.home)
+        log.info("[cluster] %s cluster ready: REST API at %s, JobManager RPC at %s:%d", cfg.mode, self.rest.url, *self.cluster.address)
+        return endpoint
+
+    # --- lifecycles -------------------------------------------------------------------------------
+    def run(self) -> int:
+        if self.config.mode == "session":
+            self.hooks.stop_requested.wait()
+            return 0
+        if self.config.mode == "per-job":
+            return self._serve_one_job()
+        return self._run_application()
+
+    def _jobs(self) -> list[m.JobOverview]:
+        assert self.cluster is not None
+        return self.cluster.dispatcher_gateway().call_sync("list_jobs", m.Empty()).jobs
+
+    def _serve_one_job(self) -> int:
+        while not self.hooks.stop_requested.wait(0.2):
+            jobs = self._jobs()
+            if jobs and all(j.status.is_globally_terminal for j in jobs):
+                status = jobs[0].status
+                log.info("[cluster] per-job cluster: job %s ended %s", jobs[0].job_id, status.name)
+                self._linger()
+                return 0 if status is JobStatus.FINISHED else 1
+        return 0
+
+    def _run_application(self) -> int:
+        spec = self.config.application
+        assert spec is not None
+        log.info("[cluster] application %s %s: main() runs in the JobManager (pid %d)", spec.program, " ".join(spec.args), os.getpid())
+        # main() runs on its own thread so a stop request (SIGTERM, DELETE /cluster) is still heard
+        main_thread = threading.Thread(target=self._application_main, args=(spec,), name="application-main", daemon=True)
+        main_thread.start()
+        while main_thread.is_alive() and not self.hooks.stop_requested.wait(0.2):
+            pass
+        if main_thread.is_alive():
+            self.hooks.application_status = "FAILED"
+            self.hooks.application_error = "the cluster was stopped before the application ended"
+            return 1
+        self._linger()
+        return 0 if self.hooks.application_status == "FINISHED" else 1
+
+    def _application_main(self, spec: ApplicationSpec) -> None:
+        assert self.cluster is not None
+        try:
+            with use_executor(_RecordingExecutor(self.cluster, self.hooks), config=spec.config, global_default=True):
+                run_program(spec.program, spec.args)
+            self.hooks.application_status = "FINISHED"
+        except BaseException as e:  # noqa: BLE001 - the application's failure is its result, reported to clients
+            self.hooks.application_error = f"{type(e).__name__}: {e}"
+            self.hooks.application_status = "FAILED"
+            log.error("[cluster] application failed:\n%s", traceback.format_exc())
+        log.info("[cluster] application %s", self.hooks.application_status)
+
+    def _linger(self) -> None:
+        """Keep the REST API up a little so an attached client can read the outcome (it then says stop)."""
+        self.hooks.stop_requested.wait(self.config.result_grace_s)
+
+    def close(self) -> None:
+        remove_cluster_file(os.getpid(), self.config.home)
+        if self.rest is not None:
+            self.rest.stop()
+        if self.cluster is not None:
+            self.cluster.close()
+        if self.spark is not None:
+            self.spark.stop()
+        log.info("[cluster] stopped")
+
+
+def main() -> None:
+    raw = os.environ.pop(CONFIG_ENV, None)
+    if raw is None:
+        print(f"{CONFIG_ENV} is not set: start clusters with `millrace cluster start`", file=sys.stderr)
+        sys.exit(2)
+    config = ClusterConfig.model_validate_json(raw)
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    entrypoint = ClusterEntrypoint(config)
+    # SIGTERM/SIGINT (`millrace cluster stop`'s fallback, Ctrl-C) stop the cluster cleanly
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: entrypoint.hooks.shutdown())
+    code = 1
+    try:
+        entrypoint.start()
+        code = entrypoint.run()
+    except Exception:  # noqa: BLE001 - the log is where the cluster's operator looks
+        log.exception("[cluster] failed")
+    finally:
+        entrypoint.close()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
