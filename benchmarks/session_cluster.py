@@ -50,7 +50,7 @@ def session_latencies(client, jobs: int, parallelism: int) -> list[dict]:
         job_id = client.submit_job(job_graph)
         running = tasks = None
         while True:
-            d = client.job_details(job_id).model_dump(by_alias=True)
+            d = client.job_details(job_id).model_dump(by_alias=True, mode="json")
             now = time.perf_counter() - t0
             if running is None and d["state"] in ("RUNNING", "FINISHED"):
                 running = now
@@ -87,14 +87,14 @@ def embedded_latencies(runs: int, parallelism: int, provider: str) -> list[dict]
 def replacement_times(client, kills: int) -> list[float]:
     times = []
     for i in range(kills):
-        tms = [t.model_dump(by_alias=True) for t in client.task_managers()]
+        tms = [t.model_dump(by_alias=True, mode="json") for t in client.task_managers()]
         victim = tms[0]
         before = {t["id"] for t in tms}
         pid = victim.get("pid")
         t0 = time.perf_counter()
         os.kill(int(pid), signal.SIGKILL)
         while True:
-            now = {t.model_dump(by_alias=True)["id"] for t in client.task_managers()}
+            now = {t.model_dump(by_alias=True, mode="json")["id"] for t in client.task_managers()}
             if victim["id"] not in now and len(now) >= len(before):
                 break
             time.sleep(0.02)

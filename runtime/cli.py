@@ -238,7 +238,7 @@ def _run_application(args: argparse.Namespace, job_args: list[str]) -> int:
 
 
 def _dump(model: Any) -> dict[str, Any]:
-    return model.model_dump(by_alias=True) if hasattr(model, "model_dump") else dict(model)
+    return model.model_dump(by_alias=True, mode="json") if hasattr(model, "model_dump") else dict(model)
 
 
 def _client(args: argparse.Namespace) -> Any:

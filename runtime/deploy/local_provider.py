@@ -26,14 +26,16 @@ class LocalProcessProvider:
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
         cfg = TaskManagerConfig(
             tm_id=tm_id, jobmanager_host=spec.jm_host, jobmanager_port=spec.jm_port, secret=spec.secret,
-            num_slots=spec.slots_per_tm, resource_profile=spec.profile, log_level=self.log_level,
+            num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level,
         )
+        # a local process reserves nothing: the profile is what the TaskManager reports and its
+        # slots are matched by; the operating system shares the CPUs
         env = dict(os.environ)
         env[CONFIG_ENV] = cfg.model_dump_json()  # env, not argv: the secret stays out of `ps`
         proc = subprocess.Popen([sys.executable, "-m", "runtime.taskmanager.runner"], env=env, start_new_session=True)
         with self._lock:
             self.processes[tm_id] = proc
-        log.info("started TaskManager %s as process %d", tm_id, proc.pid)
+        log.info("started TaskManager %s as process %d (%d slots, %s)", tm_id, proc.pid, spec.num_slots, spec.profile.describe())
 
     def pid_of(self, tm_id: str) -> int | None:
         p = self.processes.get(tm_id)

@@ -6,6 +6,7 @@ Used by the embedded executor (one job, then torn down) and by tests (many jobs)
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from typing import Any, Literal
@@ -29,11 +30,34 @@ class MiniClusterConfig(BaseModel):
     provider: Literal["spark", "local"] = Field("local", description="where TaskManagers run")
     slots_per_task_manager: int = Field(1, ge=1, description="a Python process is one core (GIL): 1 by default")
     max_task_managers: int | None = Field(None, description="cap on TaskManagers the ResourceManager may request")
+    initial_task_managers: int = Field(0, ge=0, description="default TaskManagers started with the cluster (session mode); 0: on demand")
+    min_task_managers: int = Field(0, ge=0, description="never release below this many; a lost one is replaced")
+    idle_timeout_s: float | None = Field(
+        None, gt=0, description="release a TaskManager whose slots were all free this long, down to min_task_managers; "
+        "None: never (Flink: resourcemanager.taskmanager-timeout, 30 s in a session cluster)"
+    )
+    task_manager_profile: m.ResourceProfile | None = Field(
+        None, description="total resources of a default TaskManager, divided among its slots; "
+        "None: slots_per_task_manager x (1 CPU, 512 MB task heap, 128 MB managed memory)"
+    )
+    max_task_manager_profile: m.ResourceProfile | None = Field(
+        None, description="the largest TaskManager started for a slot sharing group's declared resources; a group "
+        "asking for more fails its job. None: this machine's CPU count, half its memory as heap, a quarter as managed"
+    )
     host: str = Field("127.0.0.1", description="JobManager bind address")
     port: int = Field(0, description="JobManager RPC port (0 = any free port)")
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10000
     tm_log_level: str = "INFO"
+
+
+def machine_task_manager_profile() -> m.ResourceProfile:
+    """The largest TaskManager this machine could host: all its CPUs, half its memory as heap, a quarter managed."""
+    try:
+        memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume a small machine
+        memory_mb = 4096
+    return m.ResourceProfile(cpu_cores=float(os.cpu_count() or 1), task_heap_mb=memory_mb // 2, managed_memory_mb=memory_mb // 4)
 
 
 class MiniCluster:
@@ -63,18 +87,28 @@ class MiniCluster:
         self.resource_manager = ResourceManager(
             self.rpc,
             self.provider,
-            ResourceManagerConfig(
-                slots_per_tm=cfg.slots_per_task_manager,
-                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-                heartbeat_timeout_ms=cfg.heartbeat_timeout_ms,
-                max_task_managers=cfg.max_task_managers,
-            ),
+            self.resource_manager_config(),
         )
         self.resource_manager.start()
         self.dispatcher = Dispatcher(self.rpc)
         self.dispatcher.start()
         log.info("MiniCluster up: JobManager at %s:%d, TaskManagers on %s", *self.rpc.address, self.provider.name)
         return self
+
+    def resource_manager_config(self) -> ResourceManagerConfig:
+        cfg = self.config
+        default_tm = cfg.task_manager_profile or m.ResourceProfile().multiply(cfg.slots_per_task_manager)
+        return ResourceManagerConfig(
+            slots_per_tm=cfg.slots_per_task_manager,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            heartbeat_timeout_ms=cfg.heartbeat_timeout_ms,
+            max_task_managers=cfg.max_task_managers,
+            initial_task_managers=cfg.initial_task_managers,
+            min_task_managers=cfg.min_task_managers,
+            idle_timeout_s=cfg.idle_timeout_s,
+            task_manager_profile=default_tm,
+            max_task_manager_profile=cfg.max_task_manager_profile or machine_task_manager_profile().max_with(default_tm),
+        )
 
     @property
     def address(self) -> tuple[str, int]:

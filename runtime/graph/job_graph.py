@@ -120,6 +120,9 @@ class JobGraph(_Model):
     job_type: JobType = JobType.STREAMING
     vertices: list[JobVertex]
     config: dict[str, str] = Field(default_factory=dict)
+    # resources declared for a whole slot sharing group (PyFlink's SlotSharingGroup builder); a
+    # group not listed needs the sum of its vertices' resources, or the UNKNOWN profile
+    slot_sharing_group_resources: dict[str, ResourceSpec] = Field(default_factory=dict)
 
     def vertex(self, vertex_id: str) -> JobVertex:
         for v in self.vertices:

@@ -96,26 +96,46 @@ def _dataset_id(vertex_id: str, edge: StreamEdge, occurrence: int) -> str:
     return uuid.uuid5(_NAMESPACE, f"dataset/{vertex_id}/{edge.edge_id}/{occurrence}").hex
 
 
-def _merge_resources(nodes: list[StreamNode]) -> ResourceSpec | None:
-    """Flink's ResourceSpec.merge over the chain: sum what is known; unknown stays unknown."""
-    specs: list[ResourceSpec] = []
-    for n in nodes:
-        r = n.resources
-        if r is None:
+def _as_spec(r: Any) -> ResourceSpec:
+    if isinstance(r, ResourceSpec):
+        return r
+    if isinstance(r, Mapping):
+        return ResourceSpec.model_validate(dict(r))
+    # duck-typed resource object from the API layer
+    return ResourceSpec(**{f: getattr(r, f, None) for f in ResourceSpec.model_fields})
+
+
+def _slot_sharing_group_resources(stream_graph: StreamGraph) -> dict[str, ResourceSpec]:
+    """Resources per slot sharing group, summed over its operators' distinct declarations.
+
+    A SlotSharingGroup's resources belong to the group, but the API stores them on every operator
+    put into the group (the PyFlink pattern names the same group on several operators): equal
+    declarations count once, so the group is not multiplied by the number of its operators.
+    Different operator-level specs in one group add up (Flink: SlotSharingGroup merges the
+    ResourceSpecs of its vertices).
+    """
+    distinct: dict[str, list[ResourceSpec]] = defaultdict(list)
+    for n in stream_graph.nodes.values():
+        if n.resources is None:
             continue
-        if isinstance(r, ResourceSpec):
-            specs.append(r)
-        elif isinstance(r, Mapping):
-            specs.append(ResourceSpec.model_validate(dict(r)))
-        else:  # duck-typed resource object from the API layer
-            specs.append(ResourceSpec(**{f: getattr(r, f, None) for f in ResourceSpec.model_fields}))
-    if not specs:
-        return None
+        spec = _as_spec(n.resources)
+        if spec not in distinct[n.slot_sharing_group]:
+            distinct[n.slot_sharing_group].append(spec)
+    return {group: _sum_specs(specs) for group, specs in distinct.items()}
+
+
+def _sum_specs(specs: list[ResourceSpec]) -> ResourceSpec:
     merged: dict[str, Any] = {}
     for f in ResourceSpec.model_fields:
         values = [getattr(s, f) for s in specs if getattr(s, f) is not None]
         merged[f] = sum(values) if values else None
     return ResourceSpec(**merged)
+
+
+def _merge_resources(nodes: list[StreamNode]) -> ResourceSpec | None:
+    """Flink's ResourceSpec.merge over the chain: sum what is known; unknown stays unknown."""
+    specs = [_as_spec(n.resources) for n in nodes if n.resources is not None]
+    return _sum_specs(specs) if specs else None
 
 
 def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> JobGraph:
@@ -217,6 +237,7 @@ def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> Job
         job_type=JobType.BATCH if batch else JobType.STREAMING,
         vertices=vertices,
         config={k: _config_str(v) for k, v in stream_graph.config.items()},
+        slot_sharing_group_resources=_slot_sharing_group_resources(stream_graph),
         **kwargs,
     )
 

@@ -10,55 +10,109 @@ import time
 import uuid
 from typing import Any
 
+from pydantic import BaseModel, Field, model_validator
+
+from runtime.core.errors import ConfigurationError
 from runtime.jobmanager.resource_provider import ResourceProvider, TaskManagerSpec
-from runtime.jobmanager.slot_manager import SlotManager
+from runtime.jobmanager.slot_manager import (
+    Allocation,
+    Clock,
+    SlotManager,
+    TaskManagerShape,
+)
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
+from runtime.rpc.messages import ResourceProfile
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
 
 log = logging.getLogger(__name__)
 
 
-class ResourceManagerConfig:
-    def __init__(
-        self,
-        slots_per_tm: int = 1,
-        heartbeat_interval_ms: int = 1000,
-        heartbeat_timeout_ms: int = 10000,
-        max_task_managers: int | None = None,
-        tm_registration_timeout_s: float = 120.0,
-        profile: m.ResourceProfile | None = None,
-    ) -> None:
-        self.slots_per_tm = slots_per_tm
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.heartbeat_timeout_ms = heartbeat_timeout_ms
-        self.max_task_managers = max_task_managers
-        self.tm_registration_timeout_s = tm_registration_timeout_s
-        self.profile = profile or m.ResourceProfile()
+class ResourceManagerConfig(BaseModel):
+    """How the ResourceManager sizes and scales the cluster (Flink: resourcemanager.* / slotmanager.*)."""
+
+    slots_per_tm: int = Field(1, ge=1, description="slots of a default TaskManager")
+    heartbeat_interval_ms: int = Field(1000, gt=0)
+    heartbeat_timeout_ms: int = Field(10000, gt=0)
+    max_task_managers: int | None = Field(None, ge=0, description="never more TaskManagers than this (None: no cap)")
+    tm_registration_timeout_s: float = Field(120.0, gt=0)
+    task_manager_profile: ResourceProfile | None = Field(
+        None, description="total resources of a default TaskManager; None: slots_per_tm x (1 CPU, 512 MB heap, 128 MB managed)"
+    )
+    max_task_manager_profile: ResourceProfile | None = Field(
+        None, description="the largest TaskManager the cluster may start for a slot sharing group's resources; None: no bound"
+    )
+    initial_task_managers: int = Field(0, ge=0, description="default TaskManagers started with the ResourceManager (session mode)")
+    min_task_managers: int = Field(0, ge=0, description="never release below this; lost ones are replaced")
+    idle_timeout_s: float | None = Field(
+        None, gt=0, description="release a TaskManager whose slots were all free this long, down to the minimum (None: never; Flink: resourcemanager.taskmanager-timeout)"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResourceManagerConfig:
+        if self.max_task_managers is not None and self.min_task_managers > self.max_task_managers:
+            raise ConfigurationError(
+                f"min_task_managers ({self.min_task_managers}) exceeds max_task_managers ({self.max_task_managers}): lower the minimum or raise the cap"
+            )
+        if self.max_task_manager_profile is not None and not self.default_task_manager_profile.fits_in(self.max_task_manager_profile):
+            raise ConfigurationError(
+                f"the default TaskManager ({self.default_task_manager_profile.describe()}) is larger than max_task_manager_profile "
+                f"({self.max_task_manager_profile.describe()}): raise the maximum or shrink task_manager_profile / slots_per_tm"
+            )
+        return self
+
+    @property
+    def default_task_manager_profile(self) -> ResourceProfile:
+        return self.task_manager_profile or ResourceProfile().multiply(self.slots_per_tm)
 
 
 class ResourceManager(RpcEndpoint):
-    def __init__(self, rpc: RpcService, provider: ResourceProvider, config: ResourceManagerConfig) -> None:
+    def __init__(
+        self, rpc: RpcService, provider: ResourceProvider, config: ResourceManagerConfig, clock: Clock = time.monotonic
+    ) -> None:
         super().__init__(rpc, gw.RESOURCE_MANAGER)
         self.provider = provider
         self.config = config
+        self.clock = clock
         self.resource_manager_id = uuid.uuid4().hex
-        self.slot_manager = SlotManager(config.slots_per_tm, config.max_task_managers)
+        self.slot_manager = SlotManager(
+            config.slots_per_tm,
+            config.max_task_managers,
+            task_manager_profile=config.default_task_manager_profile,
+            max_task_manager_profile=config.max_task_manager_profile,
+            min_task_managers=config.min_task_managers,
+            idle_timeout_s=config.idle_timeout_s,
+            clock=clock,
+        )
         self._tm_seq = 0
-        self._lost: set[str] = set()
+        self._lost: set[str] = set()  # declared lost or released: never accepted again under that id
+        self._stopping = False
         self._unsubscribe: Any = lambda: None
         self._heartbeat_task: asyncio.Future | None = None
+        self._check_task: asyncio.Future | None = None
 
     async def on_start(self) -> None:
         self._unsubscribe = self.rpc.on_peer_lost(
             lambda peer, cause: self.run_in_main_thread(self._tm_lost, peer, f"connection lost ({cause})")
         )
         self._heartbeat_task = self.spawn(self._heartbeat_loop())
+        self._check_task = self.spawn(self._check_loop())
+        initial = self.config.initial_task_managers
+        if self.config.max_task_managers is not None:
+            initial = min(initial, self.config.max_task_managers)
+        if initial:
+            # session mode: TaskManagers up front, their slots' resources assigned when allocated
+            log.info("[ResourceManager] starting %d initial TaskManagers", initial)
+            for _ in range(initial):
+                self._start_task_manager(self.slot_manager.default_shape)
+        self._check_resources()
 
     async def on_stop(self) -> None:
+        self._stopping = True  # no replacements for TaskManagers released now
         self._unsubscribe()
-        if self._heartbeat_task:
-            self._heartbeat_task.cancel()  # the others are awaited by the endpoint
+        for task in (self._heartbeat_task, self._check_task):
+            if task:
+                task.cancel()  # the others are awaited by the endpoint
         for tm_id in list(self.slot_manager.task_managers) + list(self.slot_manager.pending_task_managers):
             await self._release(tm_id, "cluster shutting down")
 
@@ -67,12 +121,12 @@ class ResourceManager(RpcEndpoint):
     async def register_task_executor(self, msg: m.RegisterTaskExecutor) -> m.RegistrationResponse:
         if msg.tm_id in self._lost:
             # e.g. Spark retrying the task of a TaskManager we already declared lost and released
-            log.warning("[ResourceManager] refused registration of %s: it was declared lost", msg.tm_id)
-            return m.RegistrationResponse(accepted=False, reason=f"TaskManager {msg.tm_id} was declared lost; it must not come back")
+            log.warning("[ResourceManager] refused registration of %s: it was declared lost or released", msg.tm_id)
+            return m.RegistrationResponse(accepted=False, reason=f"TaskManager {msg.tm_id} was declared lost or released; it must not come back")
         self.slot_manager.register(msg)
         log.info(
-            "[ResourceManager] TaskManager %s registered: %d slots, data %s:%d, pid %d%s",
-            msg.tm_id, msg.num_slots, msg.data_address.host, msg.data_address.port, msg.pid,
+            "[ResourceManager] TaskManager %s registered: %d slots, %s in all, data %s:%d, pid %d%s",
+            msg.tm_id, msg.num_slots, msg.resource_profile.describe(), msg.data_address.host, msg.data_address.port, msg.pid,
             f", Spark executor {msg.spark_executor_id}" if msg.spark_executor_id else "",
         )
         self.loop.call_soon(self._check_resources)
@@ -91,7 +145,7 @@ class ResourceManager(RpcEndpoint):
 
     @rpc_method
     async def list_task_managers(self, msg: m.Empty | None = None) -> m.TaskManagerList:
-        now = time.monotonic()
+        now = self.clock()
         return m.TaskManagerList(
             task_managers=[
                 m.TaskManagerInfo(
@@ -121,9 +175,9 @@ class ResourceManager(RpcEndpoint):
             self.spawn(self._notify_lost(jm, m.TaskManagerLost(tm_id=tm_id, cause=f"TaskManager {tm_id} ({where}) was lost: {cause}")))
         try:
             self.provider.release_task_manager(tm_id)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("[ResourceManager] provider failed to release %s", tm_id)
-        self._check_resources()
+        self._check_resources()  # below the minimum: a replacement
 
     async def _notify_lost(self, jm: Any, msg: m.TaskManagerLost) -> None:
         try:
@@ -136,16 +190,25 @@ class ResourceManager(RpcEndpoint):
         timeout = self.config.heartbeat_timeout_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            now = time.monotonic()
+            now = self.clock()
             for tm_id, tmr in list(self.slot_manager.task_managers.items()):
                 if now - tmr.last_heartbeat > timeout:
                     self._tm_lost(tm_id, f"no heartbeat for {timeout:.0f}s")
                     continue
                 self.spawn(self._heartbeat(tm_id))
-            for tm_id, since in list(self.slot_manager.pending_task_managers.items()):
-                if now - since > self.config.tm_registration_timeout_s:
+            for tm_id, pending in list(self.slot_manager.pending_task_managers.items()):
+                if now - pending.requested_at > self.config.tm_registration_timeout_s:
                     log.warning("[ResourceManager] TaskManager %s did not register in %.0fs", tm_id, self.config.tm_registration_timeout_s)
                     self._tm_lost(tm_id, "did not register in time")
+
+    async def _check_loop(self) -> None:
+        """Periodic re-check: idle timeouts expire, and a failed TaskManager start is retried."""
+        period = self.config.heartbeat_interval_ms / 1000
+        if self.config.idle_timeout_s is not None:
+            period = min(period, max(0.05, self.config.idle_timeout_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            self._check_resources()
 
     async def _heartbeat(self, tm_id: str) -> None:
         te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=tm_id)
@@ -160,27 +223,62 @@ class ResourceManager(RpcEndpoint):
     # --- jobs -----------------------------------------------------------------------------------
     @rpc_method
     async def declare_required_resources(self, msg: m.ResourceRequirements) -> m.Ack:
-        self.slot_manager.declare(msg.job_id, msg.job_master_endpoint, msg.slots)
+        """A job's slot requirements; refused (ok=False, with why) if the cluster could never serve them."""
+        problem = self.slot_manager.capacity_problem(msg.describe_job(), msg.requirements) if msg.requirements else None
+        if problem is not None:
+            log.error("[ResourceManager] %s", problem)
+            self.slot_manager.declare(msg.job_id, msg.job_master_endpoint, [])
+            return m.Ack(ok=False, message=problem)
+        self.slot_manager.declare(msg.job_id, msg.job_master_endpoint, msg.requirements, msg.job_name)
+        if msg.requirements:
+            log.info(
+                "[ResourceManager] %s requires %s", msg.describe_job(), "; ".join(r.describe() for r in msg.requirements)
+            )
         self._check_resources()
         return m.Ack()
 
-    def _check_resources(self) -> None:
-        allocations, to_request = self.slot_manager.check()
-        for a in allocations:
-            self.spawn(self._request_slot(a))
-        for _ in range(to_request):
-            self._tm_seq += 1
-            tm_id = f"tm-{self.resource_manager_id[:6]}-{self._tm_seq}"
-            self.slot_manager.pending_task_managers[tm_id] = time.monotonic()
-            spec = TaskManagerSpec(self.rpc.host, self.rpc.port, self.rpc.secret, self.config.slots_per_tm, self.config.profile)
-            log.info("[ResourceManager] requesting TaskManager %s from %s", tm_id, self.provider.name)
-            try:
-                self.provider.start_task_manager(tm_id, spec)
-            except Exception as e:  # noqa: BLE001 - jobs time out waiting for slots and say why
-                log.error("[ResourceManager] could not start TaskManager %s: %s", tm_id, e)
-                self.slot_manager.pending_task_managers.pop(tm_id, None)
+    @rpc_method
+    async def check_job_requirements(self, msg: m.ResourceRequirements) -> m.Ack:
+        """Could this cluster ever serve the job (with every TaskManager it may start, all free)?"""
+        problem = self.slot_manager.capacity_problem(msg.describe_job(), msg.requirements)
+        return m.Ack(ok=problem is None, message=problem or "")
 
-    async def _request_slot(self, a: Any) -> None:
+    def _check_resources(self) -> None:
+        if self._stopping:
+            return
+        decision = self.slot_manager.check()
+        for a in decision.allocations:
+            self.spawn(self._request_slot(a))
+        for tm_id in decision.release:
+            tmr = self.slot_manager.task_managers.get(tm_id)
+            idle_s = self.clock() - tmr.idle_since if tmr is not None and tmr.idle_since is not None else 0.0
+            log.info(
+                "[ResourceManager] releasing TaskManager %s: idle for %.1fs (%d TaskManagers, minimum %d)",
+                tm_id, idle_s, len(self.slot_manager.task_managers) + len(self.slot_manager.pending_task_managers),
+                self.config.min_task_managers,
+            )
+            self._release_now(tm_id, f"idle for {idle_s:.1f}s")
+        for shape in decision.start:
+            self._start_task_manager(shape)
+
+    def _start_task_manager(self, shape: TaskManagerShape) -> None:
+        self._tm_seq += 1
+        tm_id = f"tm-{self.resource_manager_id[:6]}-{self._tm_seq}"
+        self.slot_manager.add_pending(tm_id, shape)
+        spec = TaskManagerSpec(
+            jm_host=self.rpc.host, jm_port=self.rpc.port, secret=self.rpc.secret, num_slots=shape.num_slots, profile=shape.profile
+        )
+        log.info(
+            "[ResourceManager] requesting TaskManager %s from %s: %d slot(s), %s in all",
+            tm_id, self.provider.name, shape.num_slots, shape.profile.describe(),
+        )
+        try:
+            self.provider.start_task_manager(tm_id, spec)
+        except Exception as e:  # noqa: BLE001 - retried by the periodic check; jobs time out waiting and say why
+            log.error("[ResourceManager] could not start TaskManager %s: %s", tm_id, e)
+            self.slot_manager.pending_task_managers.pop(tm_id, None)
+
+    async def _request_slot(self, a: Allocation) -> None:
         te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=a.tm_id)
         try:
             await te.request_slot(
@@ -190,23 +288,29 @@ class ResourceManager(RpcEndpoint):
             self.slot_manager.confirm(a.tm_id, a.slot_index, a.allocation_id)
         except Exception as e:  # noqa: BLE001
             log.warning("[ResourceManager] slot request to %s failed: %s", a.tm_id, e)
-            tmr = self.slot_manager.task_managers.get(a.tm_id)
-            if tmr is not None:
-                info = tmr.slots[a.slot_index]
-                info.state, info.allocation_id, info.job_id, info.pending = info.state.__class__.FREE, None, None, False
-            req = self.slot_manager.requirements.get(a.job_id)
-            if req is not None:
-                req.allocations.discard(a.allocation_id)
+            self.slot_manager.allocation_failed(a)
 
-    async def _release(self, tm_id: str, cause: str) -> None:
-        if tm_id in self.slot_manager.task_managers:
+    def _release_now(self, tm_id: str, cause: str) -> None:
+        """Forget the TaskManager at once (its slots are no longer offered), then tell it and the provider."""
+        registered = tm_id in self.slot_manager.task_managers
+        self._lost.add(tm_id)
+        self.slot_manager.unregister(tm_id)
+        self.spawn(self._finish_release(tm_id, cause, registered))
+
+    async def _finish_release(self, tm_id: str, cause: str, registered: bool) -> None:
+        if registered:
             te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=tm_id)
             try:
                 await te.release(m.ReleaseTaskExecutor(cause=cause), timeout=3)
             except Exception:  # noqa: BLE001
                 pass
-        self.slot_manager.unregister(tm_id)
         try:
             self.provider.release_task_manager(tm_id)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("[ResourceManager] provider failed to release %s", tm_id)
+
+    async def _release(self, tm_id: str, cause: str) -> None:
+        registered = tm_id in self.slot_manager.task_managers
+        self._lost.add(tm_id)
+        self.slot_manager.unregister(tm_id)
+        await self._finish_release(tm_id, cause, registered)

@@ -3,13 +3,27 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pydantic import BaseModel, Field
+
 from runtime.rpc.messages import ResourceProfile
 
 
-class TaskManagerSpec:
-    def __init__(self, jm_host: str, jm_port: int, secret: str, slots_per_tm: int, profile: ResourceProfile) -> None:
-        self.jm_host, self.jm_port, self.secret = jm_host, jm_port, secret
-        self.slots_per_tm, self.profile = slots_per_tm, profile
+class TaskManagerSpec(BaseModel):
+    """What to start: where the JobManager is, and the TaskManager's shape (Flink: TaskExecutorProcessSpec).
+
+    `profile` is the TaskManager's total; each of its `num_slots` slots gets an equal share.
+    A provider reserves what it can of it (Spark: the CPUs, as task CPUs of a stage-level profile).
+    """
+
+    jm_host: str
+    jm_port: int
+    secret: str = Field(repr=False)
+    num_slots: int = Field(1, ge=1)
+    profile: ResourceProfile = Field(default_factory=ResourceProfile)
+
+    @property
+    def slots_per_tm(self) -> int:  # the older name
+        return self.num_slots
 
 
 class ResourceProvider(Protocol):

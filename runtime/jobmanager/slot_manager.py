@@ -1,25 +1,57 @@
-"""SlotManager: registered TaskManagers, their slots, pending requests (Flink: FineGrainedSlotManager, simplified).
+"""SlotManager: registered TaskManagers, their slots, pending TaskManagers, job requirements.
 
-Pure bookkeeping, no I/O: the ResourceManager turns its decisions into RPCs and provider calls.
+Flink: FineGrainedSlotManager (+ TaskManagerTracker, DefaultResourceAllocationStrategy), simplified.
+Pure bookkeeping, no I/O and no wall clock of its own (the clock is injected): the
+ResourceManager turns its decisions (`check()`) into RPCs and provider calls.
+
+- A slot's profile is its TaskManager's total profile divided by the TaskManager's slot count.
+- A requirement with a profile is served only by a slot at least that big in every dimension;
+  the UNKNOWN profile (None) by any slot. Matching is best-fit, requirements with a profile first,
+  so a job without declared resources does not take the only slot another job's group fits.
+- What free and pending slots cannot serve becomes TaskManager requests: default-shaped ones for
+  requirements a default slot serves (packed `slots_per_tm` to a TaskManager), a one-slot
+  TaskManager sized to the requirement otherwise, never bigger than `max_task_manager_profile`
+  and never more than `max_task_managers` in all.
+- Scaling: never fewer than `min_task_managers` (lost ones are replaced); a TaskManager whose
+  slots have all been free for `idle_timeout_s` is released, down to the minimum; when the cap is
+  reached, idle TaskManagers no pending requirement fits are released to make room for one that does.
 """
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runtime.core.states import SlotState
 from runtime.rpc.deployment import DataAddress
-from runtime.rpc.messages import RegisterTaskExecutor, SlotReport
+from runtime.rpc.messages import (
+    RegisterTaskExecutor,
+    ResourceProfile,
+    ResourceRequirement,
+    SlotReport,
+)
+
+Clock = Callable[[], float]
+
+
+def serves(slot: ResourceProfile, wanted: ResourceProfile | None) -> bool:
+    """Does a slot of profile `slot` serve a requirement of `wanted` (None = UNKNOWN, any slot does)?"""
+    return wanted is None or wanted.fits_in(slot)
 
 
 @dataclass
 class SlotInfo:
     index: int
+    profile: ResourceProfile = field(default_factory=ResourceProfile)
     state: SlotState = SlotState.FREE
     allocation_id: str | None = None
     job_id: str | None = None
     pending: bool = False  # requested from the TE, not yet confirmed by a report
+
+    @property
+    def is_free(self) -> bool:
+        return self.state is SlotState.FREE and self.allocation_id is None
 
 
 @dataclass
@@ -28,26 +60,80 @@ class TaskManagerRegistration:
     registration: RegisterTaskExecutor
     slots: list[SlotInfo]
     last_heartbeat: float = field(default_factory=time.monotonic)
+    idle_since: float | None = None  # all slots free since then (None: some slot is in use)
 
     @property
     def data_address(self) -> DataAddress:
         return self.registration.data_address
 
+    @property
+    def total_profile(self) -> ResourceProfile:
+        return self.registration.resource_profile
+
     def free_slots(self) -> list[SlotInfo]:
-        return [s for s in self.slots if s.state is SlotState.FREE and s.allocation_id is None]
+        return [s for s in self.slots if s.is_free]
+
+    @property
+    def is_idle(self) -> bool:
+        return all(s.is_free and not s.pending for s in self.slots)
+
+
+@dataclass(frozen=True)
+class TaskManagerShape:
+    """A TaskManager to start: its total profile and how many slots divide it (Flink: WorkerResourceSpec)."""
+
+    profile: ResourceProfile
+    num_slots: int
+
+    @property
+    def slot_profile(self) -> ResourceProfile:
+        return self.profile.divide(self.num_slots)
+
+
+@dataclass
+class PendingTaskManager:
+    tm_id: str
+    shape: TaskManagerShape
+    requested_at: float
+
+
+@dataclass
+class RequirementEntry:
+    """One slot sharing group's need: `count` slots of `profile` and the allocations serving it."""
+
+    slot_sharing_group: str
+    profile: ResourceProfile | None
+    count: int
+    allocations: set[str] = field(default_factory=set)
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.count - len(self.allocations))
 
 
 @dataclass
 class JobRequirement:
     job_id: str
     job_master_endpoint: str
-    slots: int
-    allocations: set[str] = field(default_factory=set)
+    entries: list[RequirementEntry]
+    job_name: str = ""
     suspended: bool = False  # lost slots: wait until the JobMaster says what it still needs
 
     @property
+    def slots(self) -> int:
+        return sum(e.count for e in self.entries)
+
+    @property
+    def allocations(self) -> set[str]:
+        return set().union(*(e.allocations for e in self.entries)) if self.entries else set()
+
+    @property
     def missing(self) -> int:
-        return 0 if self.suspended else max(0, self.slots - len(self.allocations))
+        return 0 if self.suspended else sum(e.missing for e in self.entries)
+
+    def discard(self, allocation_id: str) -> None:
+        for e in self.entries:
+            e.allocations.discard(allocation_id)
 
 
 @dataclass
@@ -59,18 +145,52 @@ class Allocation:
     job_master_endpoint: str
 
 
+@dataclass
+class ResourceDecision:
+    """What `check()` asks the ResourceManager to do."""
+
+    allocations: list[Allocation] = field(default_factory=list)
+    start: list[TaskManagerShape] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)  # registered TaskManagers to release (idle)
+
+
 class SlotManager:
-    def __init__(self, slots_per_tm: int = 1, max_task_managers: int | None = None) -> None:
+    def __init__(
+        self,
+        slots_per_tm: int = 1,
+        max_task_managers: int | None = None,
+        *,
+        task_manager_profile: ResourceProfile | None = None,
+        max_task_manager_profile: ResourceProfile | None = None,
+        min_task_managers: int = 0,
+        idle_timeout_s: float | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if slots_per_tm < 1:
+            raise ValueError("a TaskManager needs at least one slot")
         self.slots_per_tm = slots_per_tm
         self.max_task_managers = max_task_managers
+        # the default TaskManager: one default slot profile (1 CPU, 512 MB heap, 128 MB managed) per slot
+        self.default_shape = TaskManagerShape(task_manager_profile or ResourceProfile().multiply(slots_per_tm), slots_per_tm)
+        self.max_task_manager_profile = max_task_manager_profile  # None: no bound
+        self.min_task_managers = min_task_managers
+        self.idle_timeout_s = idle_timeout_s
+        self.clock = clock
         self.task_managers: dict[str, TaskManagerRegistration] = {}
-        self.pending_task_managers: dict[str, float] = {}  # tm_id -> requested at
+        self.pending_task_managers: dict[str, PendingTaskManager] = {}
         self.requirements: dict[str, JobRequirement] = {}
 
     # TaskManagers ---------------------------------------------------------------------------
+    def add_pending(self, tm_id: str, shape: TaskManagerShape) -> None:
+        self.pending_task_managers[tm_id] = PendingTaskManager(tm_id, shape, self.clock())
+
     def register(self, reg: RegisterTaskExecutor) -> TaskManagerRegistration:
         self.pending_task_managers.pop(reg.tm_id, None)
-        tmr = TaskManagerRegistration(reg.tm_id, reg, [SlotInfo(i) for i in range(reg.num_slots)])
+        slot_profile = reg.resource_profile.divide(reg.num_slots)
+        now = self.clock()
+        tmr = TaskManagerRegistration(
+            reg.tm_id, reg, [SlotInfo(i, slot_profile) for i in range(reg.num_slots)], last_heartbeat=now, idle_since=now
+        )
         self.task_managers[reg.tm_id] = tmr
         return tmr
 
@@ -83,7 +203,7 @@ class SlotManager:
         jobs = {s.job_id for s in tmr.slots if s.job_id}
         for s in tmr.slots:
             if s.job_id in self.requirements and s.allocation_id:
-                self.requirements[s.job_id].allocations.discard(s.allocation_id)
+                self.requirements[s.job_id].discard(s.allocation_id)
         for job_id in jobs:
             if job_id in self.requirements:
                 # the job decides whether it wants replacements (a failing job does not)
@@ -94,7 +214,7 @@ class SlotManager:
         tmr = self.task_managers.get(report.tm_id)
         if tmr is None:
             return
-        tmr.last_heartbeat = time.monotonic()
+        tmr.last_heartbeat = self.clock()
         for st in report.slots:
             info = tmr.slots[st.slot_index]
             if info.pending and st.allocation_id != info.allocation_id:
@@ -103,8 +223,9 @@ class SlotManager:
             if st.state is SlotState.FREE and info.allocation_id is not None:
                 req = self.requirements.get(info.job_id or "")
                 if req is not None:
-                    req.allocations.discard(info.allocation_id)
+                    req.discard(info.allocation_id)
             info.state, info.allocation_id, info.job_id = st.state, st.allocation_id, st.job_id
+        self._update_idle(tmr)
 
     def confirm(self, tm_id: str, slot_index: int, allocation_id: str) -> None:
         """The TaskExecutor acknowledged our slot request: its reports are authoritative again."""
@@ -112,44 +233,179 @@ class SlotManager:
         if tmr is not None and tmr.slots[slot_index].allocation_id == allocation_id:
             tmr.slots[slot_index].pending = False
 
+    def allocation_failed(self, allocation: Allocation) -> None:
+        """The TaskExecutor could not be asked for the slot: free it and let the job ask again."""
+        tmr = self.task_managers.get(allocation.tm_id)
+        if tmr is not None:
+            info = tmr.slots[allocation.slot_index]
+            if info.allocation_id == allocation.allocation_id:
+                info.state, info.allocation_id, info.job_id, info.pending = SlotState.FREE, None, None, False
+            self._update_idle(tmr)
+        req = self.requirements.get(allocation.job_id)
+        if req is not None:
+            req.discard(allocation.allocation_id)
+
+    def _update_idle(self, tmr: TaskManagerRegistration) -> None:
+        if not tmr.is_idle:
+            tmr.idle_since = None
+        elif tmr.idle_since is None:
+            tmr.idle_since = self.clock()
+
     # requirements ---------------------------------------------------------------------------
-    def declare(self, job_id: str, job_master_endpoint: str, slots: int) -> None:
-        if slots <= 0:
+    def declare(
+        self, job_id: str, job_master_endpoint: str, requirements: int | list[ResourceRequirement], job_name: str = ""
+    ) -> None:
+        """Replace the job's requirements (an int is that many UNKNOWN slots; nothing clears them).
+
+        Allocations already serving a slot sharing group stay with it if the group keeps its profile.
+        """
+        if isinstance(requirements, int):
+            requirements = [ResourceRequirement(count=requirements)] if requirements > 0 else []
+        requirements = [r for r in requirements if r.count > 0]
+        if not requirements:
             self.requirements.pop(job_id, None)
             return
-        req = self.requirements.setdefault(job_id, JobRequirement(job_id, job_master_endpoint, slots))
-        req.slots, req.job_master_endpoint, req.suspended = slots, job_master_endpoint, False
+        old = self.requirements.get(job_id)
+        kept = {(e.slot_sharing_group, _key(e.profile)): e.allocations for e in old.entries} if old else {}
+        entries = [
+            RequirementEntry(r.slot_sharing_group, r.profile, r.count, set(kept.get((r.slot_sharing_group, _key(r.profile)), set())))
+            for r in requirements
+        ]
+        self.requirements[job_id] = JobRequirement(job_id, job_master_endpoint, entries, job_name or (old.job_name if old else ""))
 
     def allocations_of(self, job_id: str) -> list[tuple[str, SlotInfo]]:
         return [(t.tm_id, s) for t in self.task_managers.values() for s in t.slots if s.job_id == job_id]
 
-    def check(self) -> tuple[list[Allocation], int]:
-        """Match free slots to missing requirements; returns allocations and TaskManagers to request."""
-        allocations: list[Allocation] = []
-        for req in self.requirements.values():
-            while req.missing > 0:
-                slot = self._take_free_slot()
+    def capacity_problem(self, job: str, requirements: list[ResourceRequirement]) -> str | None:
+        """Why the cluster could never serve these requirements, even empty; None if it could.
+
+        `job` names the job in the message ("job <id> '<name>'").
+        """
+        for r in requirements:
+            if r.count > 0 and self.shape_for(r.profile) is None:
+                assert r.profile is not None and self.max_task_manager_profile is not None
+                return (
+                    f"{job}: slot sharing group '{r.slot_sharing_group}' asks for slots of {r.profile.describe()}, "
+                    f"but the largest TaskManager this cluster may start has {self.max_task_manager_profile.describe()}. "
+                    "Lower the group's resources (SlotSharingGroup) or start the cluster with a larger max_task_manager_profile"
+                )
+        if self.max_task_managers is None:
+            return None
+        needed = self._task_managers_needed(requirements)
+        if needed > self.max_task_managers:
+            slots = sum(r.count for r in requirements)
+            dedicated = sum(r.count for r in requirements if r.count > 0 and not serves(self.default_shape.slot_profile, r.profile))
+            detail = f" ({dedicated} of them need a TaskManager of their own)" if dedicated else ""
+            return (
+                f"{job} needs {slots} slots{detail}, i.e. {needed} TaskManagers, but this cluster may start at most "
+                f"{self.max_task_managers} TaskManagers with {self.slots_per_tm} slot(s) each. Lower the job's parallelism, "
+                "or start the cluster with more TaskManagers (max_task_managers) or slots per TaskManager"
+            )
+        return None
+
+    def _task_managers_needed(self, requirements: list[ResourceRequirement]) -> int:
+        default_units = sum(r.count for r in requirements if serves(self.default_shape.slot_profile, r.profile))
+        dedicated = sum(r.count for r in requirements if not serves(self.default_shape.slot_profile, r.profile))
+        return -(-default_units // self.slots_per_tm) + dedicated
+
+    def shape_for(self, profile: ResourceProfile | None) -> TaskManagerShape | None:
+        """The TaskManager to start for one slot of `profile`; None if no TaskManager may be that big."""
+        if serves(self.default_shape.slot_profile, profile):
+            return self.default_shape
+        assert profile is not None
+        limit = self.max_task_manager_profile
+        if limit is not None and not profile.fits_in(limit):
+            return None
+        # one slot sized to the requirement; dimensions it leaves small get the default slot's share
+        total = profile.max_with(self.default_shape.slot_profile)
+        return TaskManagerShape(total.min_with(limit) if limit is not None else total, 1)
+
+    # decisions --------------------------------------------------------------------------------
+    def check(self) -> ResourceDecision:
+        """Match free slots to missing requirements; say which TaskManagers to start and release."""
+        decision = ResourceDecision()
+        entries = self._entries_in_match_order()
+        for req, entry in entries:
+            while entry.missing > 0:
+                slot = self._take_free_slot(entry.profile)
                 if slot is None:
                     break
-                tm_id, info = slot
+                tmr, info = slot
                 alloc_id = uuid.uuid4().hex
                 info.state, info.allocation_id, info.job_id, info.pending = SlotState.ALLOCATED, alloc_id, req.job_id, True
-                req.allocations.add(alloc_id)
-                allocations.append(Allocation(tm_id, info.index, alloc_id, req.job_id, req.job_master_endpoint))
-        missing = sum(r.missing for r in self.requirements.values())
-        pending_slots = len(self.pending_task_managers) * self.slots_per_tm
-        to_request = max(0, -(-(missing - pending_slots) // self.slots_per_tm))
-        if self.max_task_managers is not None:
-            room = self.max_task_managers - len(self.task_managers) - len(self.pending_task_managers)
-            to_request = max(0, min(to_request, room))
-        return allocations, to_request
+                tmr.idle_since = None
+                entry.allocations.add(alloc_id)
+                decision.allocations.append(Allocation(tmr.tm_id, info.index, alloc_id, req.job_id, req.job_master_endpoint))
 
-    def _take_free_slot(self) -> tuple[str, SlotInfo] | None:
+        # what pending TaskManagers will serve once they register (same order, best fit)
+        pending_slots = [p.shape.slot_profile for p in self.pending_task_managers.values() for _ in range(p.shape.num_slots)]
+        unmet: list[ResourceProfile | None] = []
+        for _req, entry in entries:
+            for _ in range(entry.missing):
+                i = _best_fit_index(pending_slots, entry.profile)
+                if i is None:
+                    unmet.append(entry.profile)
+                else:
+                    pending_slots.pop(i)
+
+        # shapes for the rest: default ones packed, the others one slot each
+        wanted: list[TaskManagerShape] = []
+        default_units = 0
+        for profile in unmet:
+            shape = self.shape_for(profile)
+            if shape is None:
+                continue  # rejected at declaration; never started
+            if shape == self.default_shape:
+                default_units += 1
+            else:
+                wanted.append(shape)
+        wanted = [self.default_shape] * -(-default_units // self.slots_per_tm) + wanted
+        # keep-alive: never fewer than the minimum (a lost TaskManager gets a replacement)
+        existing = len(self.task_managers) + len(self.pending_task_managers)
+        wanted += [self.default_shape] * max(0, self.min_task_managers - existing - len(wanted))
+
+        if self.max_task_managers is not None:
+            room = self.max_task_managers - existing
+            if len(wanted) > room:
+                # make room: release idle TaskManagers, which no missing requirement fits (else
+                # they would have been allocated above); each is replaced by a useful one
+                idle = self._idle_task_managers()
+                reclaim = idle[: len(wanted) - max(room, 0)] if unmet else []
+                decision.release.extend(t.tm_id for t in reclaim)
+                room += len(reclaim)
+            wanted = wanted[: max(0, room)]
+        decision.start = wanted
+
+        # release TaskManagers idle for too long, down to the minimum
+        if self.idle_timeout_s is not None:
+            now = self.clock()
+            remaining = existing - len(decision.release) + len(decision.start)
+            for tmr in self._idle_task_managers():
+                if remaining <= self.min_task_managers:
+                    break
+                if tmr.tm_id in decision.release or tmr.idle_since is None or now - tmr.idle_since < self.idle_timeout_s:
+                    continue
+                decision.release.append(tmr.tm_id)
+                remaining -= 1
+        return decision
+
+    def _entries_in_match_order(self) -> list[tuple[JobRequirement, RequirementEntry]]:
+        """Requirements with a profile first (biggest first), then UNKNOWN ones; jobs in declaration order."""
+        entries = [(r, e) for r in self.requirements.values() if not r.suspended for e in r.entries]
+        return sorted(entries, key=lambda re: (re[1].profile is None, tuple(-x for x in re[1].profile.sort_key()) if re[1].profile else ()))
+
+    def _take_free_slot(self, profile: ResourceProfile | None) -> tuple[TaskManagerRegistration, SlotInfo] | None:
+        best: tuple[TaskManagerRegistration, SlotInfo] | None = None
         for tmr in self.task_managers.values():
-            free = tmr.free_slots()
-            if free:
-                return tmr.tm_id, free[0]
-        return None
+            for info in tmr.free_slots():
+                if serves(info.profile, profile) and (best is None or info.profile.sort_key() < best[1].profile.sort_key()):
+                    best = (tmr, info)
+        return best
+
+    def _idle_task_managers(self) -> list[TaskManagerRegistration]:
+        """Registered TaskManagers with every slot free, longest idle first."""
+        idle = [t for t in self.task_managers.values() if t.is_idle and t.idle_since is not None]
+        return sorted(idle, key=lambda t: t.idle_since or 0.0)
 
     @property
     def total_slots(self) -> int:
@@ -158,3 +414,15 @@ class SlotManager:
     @property
     def free_slots(self) -> int:
         return sum(len(t.free_slots()) for t in self.task_managers.values())
+
+
+def _key(profile: ResourceProfile | None) -> tuple[float, int, int] | None:
+    return profile.sort_key() if profile is not None else None
+
+
+def _best_fit_index(slots: list[ResourceProfile], wanted: ResourceProfile | None) -> int | None:
+    best: int | None = None
+    for i, p in enumerate(slots):
+        if serves(p, wanted) and (best is None or p.sort_key() < slots[best].sort_key()):
+            best = i
+    return best

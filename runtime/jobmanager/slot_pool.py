@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.rpc.deployment import DataAddress
+from runtime.rpc.messages import ResourceProfile
 
 
 @dataclass(frozen=True)
@@ -12,6 +13,12 @@ class PhysicalSlot:
     tm_id: str
     slot_index: int
     data_address: DataAddress
+    # what the TaskExecutor offered (its total divided by its slots); None: not reported, fits anything
+    resource_profile: ResourceProfile | None = None
+
+    def can_serve(self, profile: ResourceProfile | None) -> bool:
+        """Any slot serves the UNKNOWN profile (None); a known one needs at least that much of everything."""
+        return profile is None or self.resource_profile is None or profile.fits_in(self.resource_profile)
 
 
 class SlotPool:

@@ -3,12 +3,20 @@
 Subtasks of different vertices share a slot; two subtasks of one vertex never do (index i is
 unique per vertex). A job thus needs, per sharing group, as many slots as its highest parallelism
 (Flink: SlotSharingExecutionSlotAllocator with LocalInputPreferredSlotSharingStrategy, simplified).
+
+With fine-grained resources each group also has a resource profile (Flink: SlotSharingGroup's
+ResourceProfile): its shared slots must be at least that big. A group without one asks for the
+UNKNOWN profile, which any slot serves. `job_resource_requirements` is the one place that turns a
+JobGraph into what the job asks of the ResourceManager (the Dispatcher checks it at submission,
+the JobMaster declares it).
 """
 from __future__ import annotations
 
 from runtime.core.errors import NoResourceAvailableError
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
+from runtime.graph.job_graph import JobGraph, ResourceSpec
 from runtime.jobmanager.slot_pool import PhysicalSlot
+from runtime.rpc.messages import ResourceProfile, ResourceRequirement
 
 
 def slots_per_group(eg: ExecutionGraph) -> dict[str, int]:
@@ -19,15 +27,75 @@ def slots_per_group(eg: ExecutionGraph) -> dict[str, int]:
     return groups
 
 
+def spec_to_profile(spec: ResourceSpec | None) -> ResourceProfile | None:
+    """A declared ResourceSpec as a slot requirement; a dimension left unset asks for nothing of it."""
+    if spec is None or all(getattr(spec, f) is None for f in ResourceSpec.model_fields):
+        return None
+    return ResourceProfile(
+        cpu_cores=spec.cpu_cores or 0.0, task_heap_mb=spec.task_heap_mb or 0, managed_memory_mb=spec.managed_memory_mb or 0
+    )
+
+
+def group_resource_profiles(job_graph: JobGraph) -> dict[str, ResourceProfile | None]:
+    """Per slot sharing group: its declared resources, else the sum over its vertices', else UNKNOWN (None)."""
+    out: dict[str, ResourceProfile | None] = {}
+    for v in job_graph.vertices:
+        g = v.slot_sharing_group
+        if g in out:
+            continue
+        declared = job_graph.slot_sharing_group_resources.get(g)
+        if declared is not None:
+            out[g] = spec_to_profile(declared)
+            continue
+        total: ResourceProfile | None = None
+        for member in job_graph.vertices:
+            p = spec_to_profile(member.resources) if member.slot_sharing_group == g else None
+            if p is not None:
+                total = p if total is None else total.merge(p)
+        out[g] = total
+    return out
+
+
+def job_resource_requirements(job_graph: JobGraph) -> list[ResourceRequirement]:
+    """What the job asks of the ResourceManager: per sharing group, its highest parallelism in slots of its profile."""
+    counts: dict[str, int] = {}
+    for v in job_graph.vertices:
+        counts[v.slot_sharing_group] = max(counts.get(v.slot_sharing_group, 0), v.parallelism)
+    profiles = group_resource_profiles(job_graph)
+    return [ResourceRequirement(slot_sharing_group=g, profile=profiles[g], count=counts[g]) for g in sorted(counts)]
+
+
+def _best_fit(slots: list[PhysicalSlot], profile: ResourceProfile | None) -> PhysicalSlot | None:
+    """The smallest slot that serves `profile`, so bigger ones stay for groups that need them."""
+    fitting = [s for s in slots if s.can_serve(profile)]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda s: s.resource_profile.sort_key() if s.resource_profile is not None else (0.0, 0, 0))
+
+
 def assign_slots(eg: ExecutionGraph, slots: list[PhysicalSlot]) -> dict[ExecutionVertexID, PhysicalSlot]:
     groups = slots_per_group(eg)
     needed = sum(groups.values())
     if len(slots) < needed:
         raise NoResourceAvailableError(f"job {eg.job_id} needs {needed} slots, has {len(slots)}")
+    profiles = group_resource_profiles(eg.job_graph)
+    remaining = list(slots)
     shared: dict[str, list[PhysicalSlot]] = {}
-    it = iter(slots)
-    for g in sorted(groups):
-        shared[g] = [next(it) for _ in range(groups[g])]
+    # groups with a profile pick first (biggest first): an UNKNOWN group is happy with any leftover
+    order = sorted(groups, key=lambda g: (profiles.get(g) is None, tuple(-x for x in profiles[g].sort_key()) if profiles.get(g) else (), g))
+    for g in order:
+        shared[g] = []
+        for _ in range(groups[g]):
+            slot = _best_fit(remaining, profiles.get(g))
+            if slot is None:
+                profile = profiles.get(g)
+                raise NoResourceAvailableError(
+                    f"job {eg.job_id}: slot sharing group '{g}' needs {groups[g]} slots of "
+                    f"{profile.describe() if profile else 'any resources'}, but only {len(shared[g])} of the "
+                    f"{len(slots)} slots held fit"
+                )
+            remaining.remove(slot)
+            shared[g].append(slot)
     out: dict[ExecutionVertexID, PhysicalSlot] = {}
     for ev in eg.all_vertices():
         out[ev.id] = shared[ev.job_vertex.slot_sharing_group][ev.subtask_index]

@@ -41,11 +41,11 @@ def _wait(predicate, timeout: float = 60, what: str = "condition"):
 
 
 def _state(cluster: SessionCluster, job_id: str) -> str:
-    return cluster.client().job_details(job_id).model_dump(by_alias=True)["state"]
+    return cluster.client().job_details(job_id).model_dump(by_alias=True, mode="json")["state"]
 
 
 def _subtask_tms(cluster: SessionCluster, job_id: str) -> set[str]:
-    d = cluster.client().job_details(job_id).model_dump(by_alias=True)
+    d = cluster.client().job_details(job_id).model_dump(by_alias=True, mode="json")
     return {st["taskmanager-id"] for v in d["vertices"] for st in v["subtasks"] if st.get("status") == "RUNNING"}
 
 
@@ -73,7 +73,7 @@ def test_attached_run_list_and_info(session_cluster, tmp_path):
 def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path):
     jobs = []
     for i in range(3):  # three jobs of one slot each on a cluster that starts with two TaskManagers
-        out = session_cluster.cli("run", str(PROGRAM), "-d", "-p", "1", "--records", "30", "--sleep-ms", "100", "--output", str(tmp_path / f"t{i}"), "--name", f"concurrent-{i}")
+        out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "30", "--sleep-ms", "100", "--output", str(tmp_path / f"t{i}"), "--name", f"concurrent-{i}")
         assert out.returncode == 0, out.stdout + out.stderr
         jobs.append(_job_id(out.stdout))
     client = session_cluster.client()
@@ -84,11 +84,11 @@ def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path
     for i in range(3):
         assert _final_totals(tmp_path / f"t{i}") == reference(30)
     # slots go back; the extra TaskManager is released after the idle timeout, the two stay
-    _wait(lambda: (lambda o: o["slots-available"] == o["slots-total"] == 2)(client.overview().model_dump(by_alias=True)), what="idle TaskManager released")
+    _wait(lambda: (lambda o: o["slots-available"] == o["slots-total"] == 2)(client.overview().model_dump(by_alias=True, mode="json")), what="idle TaskManager released")
 
 
 def test_detached_job_can_be_inspected_and_cancelled(session_cluster, tmp_path):
-    out = session_cluster.cli("run", str(PROGRAM), "--detached", "-p", "1", "--records", "1000", "--sleep-ms", "50", "--output", str(tmp_path / "t"))
+    out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "--detached", "-p", "1", "--records", "1000", "--sleep-ms", "50", "--output", str(tmp_path / "t"))
     assert out.returncode == 0, out.stdout + out.stderr
     job_id = _job_id(out.stdout)
     _wait(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
@@ -102,7 +102,7 @@ def test_detached_job_can_be_inspected_and_cancelled(session_cluster, tmp_path):
 
 
 def test_failed_job_exits_non_zero_with_its_cause(session_cluster, tmp_path):
-    out = session_cluster.cli("run", str(PROGRAM), "-p", "1", "--records", "20", "--fail-at", "7", "--output", str(tmp_path / "t"))
+    out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-p", "1", "--records", "20", "--fail-at", "7", "--output", str(tmp_path / "t"))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "ValueError: record 7 is poisoned" in out.stderr and "Traceback" in out.stderr
 
@@ -119,24 +119,24 @@ def test_bad_input_gets_messages(session_cluster, tmp_path):
 
 def test_killed_task_manager_fails_only_the_jobs_on_it(session_cluster, tmp_path):
     """Session-mode isolation: a lost TaskManager takes down the jobs with tasks on it, no others."""
-    a = _job_id(session_cluster.cli("run", str(PROGRAM), "-d", "-p", "1", "--records", "400", "--sleep-ms", "50", "--output", str(tmp_path / "a"), "--name", "victim").stdout)
-    b = _job_id(session_cluster.cli("run", str(PROGRAM), "-d", "-p", "1", "--records", "60", "--sleep-ms", "50", "--output", str(tmp_path / "b"), "--name", "bystander").stdout)
+    a = _job_id(session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "400", "--sleep-ms", "50", "--output", str(tmp_path / "a"), "--name", "victim").stdout)
+    b = _job_id(session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "60", "--sleep-ms", "50", "--output", str(tmp_path / "b"), "--name", "bystander").stdout)
     tms_a = _wait(lambda: _subtask_tms(session_cluster, a), what="victim running")
     tms_b = _wait(lambda: _subtask_tms(session_cluster, b), what="bystander running")
     assert not tms_a & tms_b, "the two jobs must not share a TaskManager for this test"
     victim_tm = next(iter(tms_a))
-    pid = next(t.model_dump(by_alias=True) for t in session_cluster.client().task_managers() if t.model_dump(by_alias=True)["id"] == victim_tm)
+    pid = next(t.model_dump(by_alias=True, mode="json") for t in session_cluster.client().task_managers() if t.model_dump(by_alias=True, mode="json")["id"] == victim_tm)
     os.kill(int(pid.get("pid") or pid.get("hardware", {}).get("pid")), signal.SIGKILL)
     _wait(lambda: _state(session_cluster, a) == "FAILED", timeout=30, what="victim failed")
     _wait(lambda: _state(session_cluster, b) == "FINISHED", timeout=60, what="bystander finished")
     assert _final_totals(tmp_path / "b") == reference(60)
-    exc = session_cluster.client().job_details(a).model_dump(by_alias=True)
+    exc = session_cluster.client().job_details(a).model_dump(by_alias=True, mode="json")
     assert victim_tm in str(exc), exc
 
 
 def test_stop_leaves_no_process_behind(tmp_path):
     cluster = start_session_cluster(tmp_path, "--taskmanagers", "1")
-    tm_pids = [int(t.model_dump(by_alias=True).get("pid") or 0) for t in _wait(lambda: cluster.client().task_managers(), what="a TaskManager")]
+    tm_pids = [int(t.model_dump(by_alias=True, mode="json").get("pid") or 0) for t in _wait(lambda: cluster.client().task_managers(), what="a TaskManager")]
     out = stop_session_cluster(cluster)
     assert out.returncode == 0 and "stopped" in out.stdout, out.stdout + out.stderr
     assert not pid_alive(cluster.pid)

@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import time
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.execution import use_executor
 from runtime.core.errors import AuthenticationError, JobExecutionError
 from runtime.core.states import JobStatus
+from runtime.deploy.local_provider import LocalProcessProvider
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.rpc.service import RpcService
 
@@ -84,8 +86,20 @@ def test_killed_task_manager_fails_job_within_5s_naming_it(mini_cluster: MiniClu
     assert mini_cluster.resource_manager._tm_seq == 2, "a replacement TaskManager was requested for a failed job"
 
 
+class _OneTaskManagerProvider(LocalProcessProvider):
+    """Starts the first TaskManager asked for and never another (like a Spark cluster with one free executor)."""
+
+    def start_task_manager(self, tm_id: str, spec: Any) -> None:
+        if not self.processes:
+            super().start_task_manager(tm_id, spec)
+
+
 def test_job_that_cannot_get_its_slots_fails_saying_needed_and_had() -> None:
-    cluster = MiniCluster(MiniClusterConfig(provider="local", max_task_managers=1, tm_log_level="WARNING")).start()
+    # the cluster may have 2 TaskManagers (so the job is accepted), but only one ever comes up
+    cluster = MiniCluster(
+        MiniClusterConfig(provider="local", max_task_managers=2, tm_log_level="WARNING"),
+        provider=_OneTaskManagerProvider(log_level="WARNING"),
+    ).start()
     try:
         conf = Configuration()
         conf.set_string("slot.request.timeout.s", "3")

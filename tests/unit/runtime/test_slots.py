@@ -63,15 +63,17 @@ def _register(sm: SlotManager, tm: str, slots: int) -> None:
 def test_slot_manager_requests_task_managers_for_missing_slots_and_allocates_on_registration() -> None:
     sm = SlotManager(slots_per_tm=2)
     sm.declare("job", "jm", 3)
-    allocs, to_request = sm.check()
-    assert allocs == [] and to_request == 2
-    sm.pending_task_managers.update({"tm1": 0.0, "tm2": 0.0})
-    assert sm.check() == ([], 0)  # pending TaskManagers already cover the need
+    d = sm.check()
+    assert d.allocations == [] and d.start == [sm.default_shape] * 2
+    sm.add_pending("tm1", sm.default_shape)
+    sm.add_pending("tm2", sm.default_shape)
+    d = sm.check()
+    assert d.allocations == [] and d.start == []  # pending TaskManagers already cover the need
     _register(sm, "tm1", 2)
-    allocs, to_request = sm.check()
-    assert len(allocs) == 2 and to_request == 0
+    d = sm.check()
+    assert len(d.allocations) == 2 and d.start == []
     _register(sm, "tm2", 2)
-    allocs, _ = sm.check()
+    allocs = sm.check().allocations
     assert len(allocs) == 1 and sm.free_slots == 1
     # a freed slot reported by the TaskExecutor counts as free again after confirmation
     a = allocs[0]
@@ -80,7 +82,7 @@ def test_slot_manager_requests_task_managers_for_missing_slots_and_allocates_on_
     assert sm.requirements["job"].missing == 1
     assert sm.unregister("tm1") == {"job"}
     # lost slots suspend the job's requirement until its JobMaster declares again
-    assert sm.requirements["job"].missing == 0 and sm.check()[1] == 0
+    assert sm.requirements["job"].missing == 0 and sm.check().start == []
     sm.declare("job", "jm", 3)
     assert sm.requirements["job"].missing == 3
 
@@ -88,7 +90,7 @@ def test_slot_manager_requests_task_managers_for_missing_slots_and_allocates_on_
 def test_slot_manager_respects_max_task_managers() -> None:
     sm = SlotManager(slots_per_tm=1, max_task_managers=1)
     sm.declare("job", "jm", 2)
-    assert sm.check()[1] == 1
+    assert len(sm.check().start) == 1
 
 
 def test_task_slot_table_lifecycle() -> None:

@@ -1,0 +1,204 @@
+"""The ResourceManager with local-process TaskManagers: sharing, scaling up and down, resource profiles."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.api.datastream import SlotSharingGroup, StreamExecutionEnvironment
+from runtime.core.states import JobStatus
+from runtime.deploy.local_provider import LocalProcessProvider
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.dispatcher import JobSubmissionError
+from runtime.jobmanager.job_master import JobMaster
+from runtime.rpc import messages as m
+from runtime.rpc.messages import ResourceProfile
+
+TM_LOG_LEVEL = os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING")
+
+
+class RecordingProvider(LocalProcessProvider):
+    """Local processes, remembering every pid (released TaskManagers leave `processes`)."""
+
+    def __init__(self) -> None:
+        super().__init__(log_level=TM_LOG_LEVEL)
+        self.all_pids: list[int] = []
+
+    def start_task_manager(self, tm_id: str, spec: Any) -> None:
+        super().start_task_manager(tm_id, spec)
+        self.all_pids.append(self.processes[tm_id].pid)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.append(pid)
+        except FileNotFoundError:
+            pass
+    return alive
+
+
+@contextmanager
+def cluster(**config: Any) -> Iterator[MiniCluster]:
+    provider = RecordingProvider()
+    c = MiniCluster(MiniClusterConfig(provider="local", tm_log_level=TM_LOG_LEVEL, **config), provider=provider).start()
+    try:
+        yield c
+    finally:
+        c.close()
+        assert not _alive(provider.all_pids), f"TaskManager processes left behind: {_alive(provider.all_pids)}"
+
+
+def wait_until(what: str, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting until {what}")
+        time.sleep(0.05)
+
+
+def job(name: str, parallelism: int = 1, gate: Path | None = None, group: Any = None) -> JobGraph:
+    """source -> map -> print; the map waits for `gate` to exist, so the job runs until the test opens it."""
+    gate_path = str(gate) if gate is not None else None
+
+    def wait_for_gate(x: int) -> int:
+        deadline = time.monotonic() + 60
+        while gate_path is not None and not os.path.exists(gate_path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return x
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    mapped = env.from_collection(list(range(10))).map(wait_for_gate)
+    if group is not None:
+        mapped = mapped.slot_sharing_group(group)
+    mapped.print()
+    return env.get_job_graph(name)
+
+
+def free_slots(c: MiniCluster) -> int:
+    return sum(t.slots_free for t in c.task_managers())
+
+
+def test_two_jobs_run_at_once_on_shared_slots_which_return_to_the_pool(tmp_path: Path) -> None:
+    with cluster(initial_task_managers=2, max_task_managers=2) as c:
+        c.wait_for_task_managers(2)
+        gate = tmp_path / "open"
+        first, second = c.submit(job("first", gate=gate)), c.submit(job("second", gate=gate))
+        # both hold a slot at the same time
+        wait_until("both jobs hold their slot", lambda: free_slots(c) == 0)
+        assert first.get_job_status() is JobStatus.RUNNING and second.get_job_status() is JobStatus.RUNNING
+        gate.touch()
+        assert first.wait_result_message(timeout=60).status is JobStatus.FINISHED
+        assert second.wait_result_message(timeout=60).status is JobStatus.FINISHED
+        wait_until("the slots are free again", lambda: free_slots(c) == 2, timeout=10)
+        # and a third job reuses them: no TaskManager beyond the first two was ever started
+        assert c.submit(job("third")).wait_result_message(timeout=60).status is JobStatus.FINISHED
+        assert c.resource_manager._tm_seq == 2 and len(c.task_managers()) == 2
+
+
+def test_a_job_needing_more_slots_than_are_free_makes_the_resource_manager_start_more() -> None:
+    with cluster(initial_task_managers=1, max_task_managers=4) as c:
+        c.wait_for_task_managers(1)
+        result = c.submit(job("wide", parallelism=3)).wait_result_message(timeout=60)
+        assert result.status is JobStatus.FINISHED
+        assert len(c.task_managers()) == 3 and c.resource_manager._tm_seq == 3
+
+
+def test_idle_task_managers_are_released_after_the_timeout_and_the_minimum_stays() -> None:
+    with cluster(initial_task_managers=1, min_task_managers=1, max_task_managers=3, idle_timeout_s=1.0) as c:
+        c.wait_for_task_managers(1)
+        assert c.submit(job("wide", parallelism=3)).wait_result_message(timeout=60).status is JobStatus.FINISHED
+        assert c.resource_manager._tm_seq == 3
+        wait_until("idle TaskManagers are released down to the minimum", lambda: len(c.task_managers()) == 1, timeout=20)
+        time.sleep(2.5)  # more than twice the timeout: the minimum is kept, nothing new started
+        assert len(c.task_managers()) == 1 and c.resource_manager._tm_seq == 3
+        assert len(c.provider.processes) == 1
+
+
+def test_a_lost_task_manager_is_replaced_to_keep_the_minimum() -> None:
+    with cluster(initial_task_managers=1, min_task_managers=1) as c:
+        (tm,) = c.wait_for_task_managers(1)
+        os.kill(tm.pid, signal.SIGKILL)
+        wait_until("a replacement registers", lambda: [t.tm_id for t in c.task_managers()] not in ([], [tm.tm_id]))
+        assert len(c.task_managers()) == 1
+        assert c.submit(job("after-loss")).wait_result_message(timeout=60).status is JobStatus.FINISHED
+
+
+def test_a_group_with_a_moderate_profile_gets_a_task_manager_of_that_shape() -> None:
+    largest = ResourceProfile(cpu_cores=2, task_heap_mb=2048, managed_memory_mb=512)
+    with cluster(max_task_manager_profile=largest) as c:
+        heavy = SlotSharingGroup.builder("heavy").set_cpu_cores(1.5).set_task_heap_memory_mb(1024).build()
+        result = c.submit(job("heavy", parallelism=2, group=heavy)).wait_result_message(timeout=60)
+        assert result.status is JobStatus.FINISHED
+        profiles = sorted((t.resource_profile for t in c.task_managers()), key=lambda p: p.cpu_cores)
+        shaped = ResourceProfile(cpu_cores=1.5, task_heap_mb=1024, managed_memory_mb=128)  # memory beyond the ask: the default slot's
+        # the source's default group gets a default TaskManager, each 'heavy' slot one of its shape
+        assert profiles == [ResourceProfile(), shaped, shaped]
+
+
+def _too_big_group_job() -> JobGraph:
+    huge = SlotSharingGroup.builder("huge").set_cpu_cores(64.0).set_task_heap_memory_mb(256).build()
+    return job("huge", group=huge)
+
+
+def test_a_group_no_task_manager_may_serve_is_refused_at_submission_with_a_clear_message() -> None:
+    largest = ResourceProfile(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024)
+    with cluster(max_task_manager_profile=largest) as c:
+        jg = _too_big_group_job()
+        with pytest.raises(JobSubmissionError) as info:
+            c.submit_job(jg)
+        text = str(info.value)
+        for part in (jg.job_id, "'huge'", "64 CPU", largest.describe(), "max_task_manager_profile"):
+            assert part in text, f"{part!r} missing from: {text}"
+        assert jg.job_id not in c.dispatcher.jobs and c.resource_manager._tm_seq == 0
+
+
+def test_a_job_master_whose_group_no_task_manager_may_serve_fails_fast_with_the_message() -> None:
+    """Requirements that reach the ResourceManager without the Dispatcher's check fail the job at once."""
+    largest = ResourceProfile(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024)
+    with cluster(max_task_manager_profile=largest) as c:
+        jg = _too_big_group_job()
+        ended = threading.Event()
+        results: list[m.JobResultMessage] = []
+
+        def on_terminal(result: m.JobResultMessage) -> None:
+            results.append(result)
+            ended.set()
+
+        assert c.rpc is not None
+        jm = JobMaster(c.rpc, jg, on_terminal)
+        started = time.monotonic()
+        jm.start()
+        try:
+            assert ended.wait(10), "the job did not end"
+        finally:
+            jm.stop()
+        assert time.monotonic() - started < 5  # no waiting for the slot request timeout
+        (result,) = results
+        assert result.status is JobStatus.FAILED and result.error is not None
+        assert result.error.type_name == "NoResourceAvailableError"
+        for part in (jg.job_id, "'huge'", "64 CPU", largest.describe()):
+            assert part in result.error.message
+        assert c.resource_manager._tm_seq == 0  # nothing was started for it
+
+
+def test_a_job_needing_more_slots_than_the_cluster_can_ever_offer_is_refused_at_submission() -> None:
+    with cluster(max_task_managers=2, slots_per_task_manager=1) as c:
+        jg = job("too-wide", parallelism=3)
+        with pytest.raises(JobSubmissionError, match="needs 3 slots.*at most 2 TaskManagers"):
+            c.submit_job(jg)
+        assert jg.job_id not in c.dispatcher.jobs and c.resource_manager._tm_seq == 0
+        # one that fits is accepted
+        assert c.submit(job("fits", parallelism=2)).wait_result_message(timeout=60).status is JobStatus.FINISHED
