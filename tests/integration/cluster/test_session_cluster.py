@@ -73,7 +73,7 @@ def test_attached_run_list_and_info(session_cluster, tmp_path):
 def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path):
     jobs = []
     for i in range(3):  # three jobs of one slot each on a cluster that starts with two TaskManagers
-        out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "30", "--sleep-ms", "100", "--output", str(tmp_path / f"t{i}"), "--name", f"concurrent-{i}")
+        out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "80", "--sleep-ms", "100", "--output", str(tmp_path / f"t{i}"), "--name", f"concurrent-{i}")
         assert out.returncode == 0, out.stdout + out.stderr
         jobs.append(_job_id(out.stdout))
     client = session_cluster.client()
@@ -82,7 +82,7 @@ def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path
     assert len({tm for j in jobs for tm in _subtask_tms(session_cluster, j)}) == 3
     _wait(lambda: all(_state(session_cluster, j) == "FINISHED" for j in jobs), what="three jobs finished")
     for i in range(3):
-        assert _final_totals(tmp_path / f"t{i}") == reference(30)
+        assert _final_totals(tmp_path / f"t{i}") == reference(80)
     # slots go back; the extra TaskManager is released after the idle timeout, the two stay
     _wait(lambda: (lambda o: o["slots-available"] == o["slots-total"] == 2)(client.overview().model_dump(by_alias=True, mode="json")), what="idle TaskManager released")
 
