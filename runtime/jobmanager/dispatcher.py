@@ -62,6 +62,9 @@ class Dispatcher(RpcEndpoint):
         if not job_graph.vertices:
             raise JobSubmissionError(f"job {job_graph.job_id} '{job_graph.job_name}' has no vertices")
         job_id = job_graph.job_id
+        await self._check_capacity(job_graph)
+        if job_id in self.jobs:  # submitted twice while the ResourceManager answered
+            raise JobSubmissionError(f"job {job_id} was already submitted")
 
         def on_status(jid: str, status: JobStatus, cause: str | None) -> None:
             self.run_in_main_thread(self._status_changed, jid, status, cause)
@@ -82,6 +85,24 @@ class Dispatcher(RpcEndpoint):
             await asyncio.get_running_loop().run_in_executor(None, jm.stop)
             raise JobSubmissionError(f"job {job_id} '{job_graph.job_name}' could not be started: {e!r}") from e
         return m.JobIdMessage(job_id=job_id)
+
+    async def _check_capacity(self, job_graph: JobGraph) -> None:
+        """Refuse a job the cluster could never run (too many slots, or a slot no TaskManager may be that big)."""
+        from runtime.core.errors import RpcError
+        from runtime.jobmanager.scheduler.slot_sharing import job_resource_requirements
+
+        msg = m.ResourceRequirements(
+            job_id=job_graph.job_id, job_master_endpoint=gw.job_master_endpoint(job_graph.job_id),
+            job_name=job_graph.job_name, requirements=job_resource_requirements(job_graph),
+        )
+        try:
+            ack: m.Ack = await self.rpc.gateway(gw.RESOURCE_MANAGER).check_job_requirements(msg, timeout=10)
+        except RpcError as e:  # no ResourceManager answering: the JobMaster's declaration checks again
+            log.warning("[Dispatcher] job %s: could not check its resources at the ResourceManager: %s", job_graph.job_id, e)
+            return
+        if not ack.ok:
+            log.warning("[Dispatcher] job %s '%s' refused: %s", job_graph.job_id, job_graph.job_name, ack.message)
+            raise JobSubmissionError(ack.message)
 
     def _status_changed(self, job_id: str, status: JobStatus, cause: str | None) -> None:
         entry = self.jobs.get(job_id)
@@ -174,3 +195,57 @@ class Dispatcher(RpcEndpoint):
             raise UnknownJobError(f"job {msg.job_id} has no coordinator for operator {msg.node_id}")
         response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
         return m.CoordinationResponse(payload=cloudpickle.dumps(response))
+
+    @rpc_method
+    async def request_job_details(self, msg: m.JobIdMessage) -> m.JobDetailsMessage:
+        """A running job's details come from its JobMaster (with live metrics); an ended job's from its stopped JobMaster."""
+        entry = self._entry(msg.job_id)
+        details: m.JobDetailsMessage | None = None
+        if entry.result is None:
+            try:
+                details = await self.rpc.gateway(entry.job_master.endpoint_id).request_job_details(m.Empty(), timeout=10)
+            except Exception as e:  # noqa: BLE001 - not started yet, or just ended: read its graph instead
+                log.debug("[Dispatcher] job %s: details from its JobMaster failed: %s", msg.job_id, e)
+        for _ in range(3):
+            if details is not None:
+                break
+            # the JobMaster's loop is stopped (or not serving yet), so its ExecutionGraph barely changes;
+            # a change under our feet (a dict resized while read) just means: read again
+            try:
+                details = entry.job_master.job_details()
+            except RuntimeError:
+                await asyncio.sleep(0.01)
+        if details is None:
+            details = entry.job_master.job_details()
+        # the Dispatcher's view of status and its timeline is the client-facing one (it starts at CREATED)
+        timestamps: dict[str, int] = {}
+        for status, ts, _ in entry.history:
+            timestamps.setdefault(status.value, int(ts * 1000))
+        failure_ms = timestamps.get(JobStatus.FAILING.value) or timestamps.get(JobStatus.FAILED.value)
+        end_ms = None
+        if entry.status.is_globally_terminal:
+            end_ms = timestamps.get(entry.status.value) or details.end_time_ms
+        return details.model_copy(
+            update={
+                "status": entry.status,
+                "start_time_ms": int(entry.submitted_at * 1000),
+                "end_time_ms": end_ms,
+                "status_timestamps_ms": timestamps,
+                "error": entry.result.error if entry.result is not None else details.error,
+                "failure_time_ms": failure_ms if (details.error is not None or (entry.result and entry.result.error)) else None,
+            }
+        )
+
+    @rpc_method
+    async def request_cluster_overview(self, msg: m.Empty | None = None) -> m.ClusterOverviewMessage:
+        counts = {JobStatus.FINISHED: 0, JobStatus.CANCELED: 0, JobStatus.FAILED: 0}
+        running = 0
+        for e in self.jobs.values():
+            if e.status in counts:
+                counts[e.status] += 1
+            else:
+                running += 1
+        return m.ClusterOverviewMessage(
+            jobs_running=running, jobs_finished=counts[JobStatus.FINISHED],
+            jobs_cancelled=counts[JobStatus.CANCELED], jobs_failed=counts[JobStatus.FAILED],
+        )

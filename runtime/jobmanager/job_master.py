@@ -19,7 +19,7 @@ from runtime.core.states import ExecutionState, JobStatus, job_status_machine
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex
 from runtime.graph.job_graph import JobGraph
 from runtime.jobmanager.deployment import build_tdd
-from runtime.jobmanager.scheduler.slot_sharing import assign_slots, slots_per_group
+from runtime.jobmanager.scheduler.slot_sharing import assign_slots, job_resource_requirements
 from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
@@ -44,13 +44,16 @@ class JobMaster(RpcEndpoint):
         self.eg = ExecutionGraph(job_graph)
         self.status: StateMachine[JobStatus] = job_status_machine(self.job_id)
         self.slot_pool = SlotPool(self.job_id)
-        self.slots_needed = sum(slots_per_group(self.eg).values())
+        # per slot sharing group: its highest parallelism in slots of its resource profile
+        self.resource_requirements = job_resource_requirements(job_graph)
+        self.slots_needed = sum(r.count for r in self.resource_requirements)
         self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
         self.coordinators: dict[int, Any] = {}
         self._coordinator_names: dict[int, str] = {}
         self.by_attempt: dict[str, ExecutionVertex] = {}
         self.placement: dict = {}
         self.metrics: dict[str, m.TaskMetricsSnapshot] = {}
+        self.backpressure: dict[str, tuple[int, float]] = {}  # attempt -> (backpressured ms, ratio), for job details
         self.failure: m.ErrorInfo | None = None
         self.accumulators: dict[str, Any] = {}
         self.start_time = time.time()
@@ -84,16 +87,26 @@ class JobMaster(RpcEndpoint):
         self._set_status(JobStatus.RUNNING)
         for ev in self.eg.all_vertices():
             ev.current_execution.transition_state(ExecutionState.SCHEDULED)
-        self._log(logging.INFO, "requesting %d slots", self.slots_needed)
+        self._log(logging.INFO, "requesting %d slots: %s", self.slots_needed, "; ".join(r.describe() for r in self.resource_requirements))
         try:
             await self._declare_slots(self.slots_needed)
         except Exception as e:  # noqa: BLE001
             self._fail_job(m.ErrorInfo.from_exception(e))
 
     async def _declare_slots(self, slots: int) -> None:
-        await self._rm.declare_required_resources(
-            m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.endpoint_id, slots=slots)
+        """Declare the job's requirements at the ResourceManager (any slots > 0: all of them; 0 clears).
+
+        The ResourceManager refuses requirements no TaskManager it may start could ever serve;
+        that fails the job with its explanation.
+        """
+        requirements = self.resource_requirements if slots > 0 else []
+        ack: m.Ack = await self._rm.declare_required_resources(
+            m.ResourceRequirements(
+                job_id=self.job_id, job_master_endpoint=self.endpoint_id, job_name=self.job_graph.job_name, requirements=requirements
+            )
         )
+        if not ack.ok:
+            raise NoResourceAvailableError(ack.message)
 
     def _start_coordinators(self) -> None:
         for jv in self.job_graph.vertices:
@@ -126,7 +139,7 @@ class JobMaster(RpcEndpoint):
             return m.AcceptedSlots(allocation_ids=[])
         accepted = []
         for o in msg.offers:
-            self.slot_pool.offer(PhysicalSlot(o.allocation_id, msg.tm_id, o.slot_index, msg.data_address))
+            self.slot_pool.offer(PhysicalSlot(o.allocation_id, msg.tm_id, o.slot_index, msg.data_address, o.resource_profile))
             accepted.append(o.allocation_id)
         if len(self.slot_pool) >= self.slots_needed:
             self.loop.call_soon(self._deploy_all)
@@ -135,8 +148,14 @@ class JobMaster(RpcEndpoint):
     def _deploy_all(self) -> None:
         if self.deployed or self.status.state is not JobStatus.RUNNING:
             return
+        try:
+            placement = assign_slots(self.eg, self.slot_pool.available())
+        except NoResourceAvailableError as e:
+            # enough slots but not all of the shapes the groups need: wait for more offers (or the timeout)
+            self._log(logging.WARNING, "cannot place the tasks yet: %s", e)
+            return
         self.deployed = True
-        self.placement = assign_slots(self.eg, self.slot_pool.available())
+        self.placement = placement
         for ev in self.eg.all_vertices():
             ex = ev.current_execution
             ex.assigned_resource = self.placement[ev.id]
@@ -375,4 +394,86 @@ class JobMaster(RpcEndpoint):
             error=self.failure if self.status.state is not JobStatus.FINISHED else None,
             accumulators_pickle=cloudpickle.dumps(self.accumulators) if self.accumulators else None,
             vertices=self.vertex_metrics(),
+        )
+
+    @rpc_method
+    async def request_job_details(self, msg: m.Empty | None = None) -> m.JobDetailsMessage:
+        """Status, placement and metrics of every subtask; live metrics are fetched from the TaskExecutors first."""
+        if not self.status.state.is_globally_terminal:
+            await self._refresh_task_metrics()
+        return self.job_details()
+
+    async def _refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
+        """Ask every TaskExecutor running our tasks for their metrics, in parallel; a silent one keeps the last known."""
+        by_tm: dict[str, list[str]] = {}
+        for ev in self.eg.all_vertices():
+            ex = ev.current_execution
+            slot = self.placement.get(ev.id)
+            if slot is not None and ex.state in (ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING, ExecutionState.CANCELING):
+                by_tm.setdefault(slot.tm_id, []).append(ex.attempt_id)
+        if not by_tm:
+            return
+
+        async def ask(tm_id: str, attempts: list[str]) -> m.TaskMetricsReport | None:
+            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=tm_id)
+            try:
+                return await te.request_task_metrics(m.TaskMetricsRequest(attempt_ids=attempts), timeout=timeout_s)
+            except Exception as e:  # noqa: BLE001 - lost or busy TaskManager: keep the last known metrics
+                self._log(logging.DEBUG, "no metrics from TaskManager %s: %s", tm_id, e)
+                return None
+
+        reports = await asyncio.gather(*(ask(tm, attempts) for tm, attempts in by_tm.items()))
+        for report in reports:
+            for entry in report.tasks if report is not None else []:
+                ev = self.by_attempt.get(entry.attempt_id)
+                # a terminal attempt's final metrics came with its state update; do not overwrite them
+                if ev is None or ev.current_execution.attempt_id != entry.attempt_id or ev.execution_state.is_terminal:
+                    continue
+                self.metrics[entry.attempt_id] = entry.metrics
+                self.backpressure[entry.attempt_id] = (entry.backpressured_ms, entry.backpressure_ratio)
+
+    def job_details(self) -> m.JobDetailsMessage:
+        """The job as the REST API shows it (also called on a stopped JobMaster for an ended job)."""
+
+        def ms(t: float | None) -> int | None:
+            return None if t is None else int(t * 1000)
+
+        vertices = []
+        for ejv in self.eg.job_vertices:
+            subtasks = []
+            for ev in ejv.task_vertices:
+                ex = ev.current_execution
+                slot = self.placement.get(ev.id) if ex.assigned_resource is not None else None
+                bp_ms, bp_ratio = self.backpressure.get(ex.attempt_id, (0, 0.0))
+                failure = ex.failure_info if isinstance(ex.failure_info, m.ErrorInfo) else None
+                subtasks.append(
+                    m.SubtaskDetails(
+                        subtask_index=ev.subtask_index,
+                        state=ex.state,
+                        attempt_number=ex.attempt_number,
+                        attempt_id=ex.attempt_id,
+                        tm_id=slot.tm_id if slot is not None else None,
+                        host=slot.data_address.host if slot is not None else None,
+                        state_timestamps_ms={st.value: int(ts * 1000) for st, ts in ex.state_timestamps.items()},
+                        metrics=self.metrics.get(ex.attempt_id) or m.TaskMetricsSnapshot(),
+                        backpressured_ms=bp_ms,
+                        backpressure_ratio=0.0 if ex.state.is_terminal else bp_ratio,
+                        failure=failure,
+                    )
+                )
+            vertices.append(
+                m.VertexDetails(
+                    vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, max_parallelism=ejv.max_parallelism,
+                    slot_sharing_group=ejv.job_vertex.slot_sharing_group, subtasks=subtasks,
+                )
+            )
+        status = self.status.state
+        return m.JobDetailsMessage(
+            job_id=self.job_id,
+            job_name=self.job_graph.job_name,
+            status=status,
+            start_time_ms=int(self.start_time * 1000),
+            end_time_ms=ms(self.end_time),
+            vertices=vertices,
+            error=self.failure if status is not JobStatus.FINISHED else None,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 import traceback as _tb
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.core.states import ExecutionState, JobStatus, SlotState
 from runtime.rpc.deployment import DataAddress
@@ -49,10 +49,65 @@ class ErrorInfo(Message):
         return f"{self.type_name}: {self.message}" + ("".join(f" {w}" for w in where) if where else "")
 
 
+_CPU_EPSILON = 1e-9  # CPU shares are floats: 0.1 + 0.2 must fit into 0.3
+
+
 class ResourceProfile(Message):
-    cpu_cores: float = 1.0
-    task_heap_mb: int = 512
-    managed_memory_mb: int = 128
+    """Resources of a TaskManager (its total) or of one slot (the total divided by the slot count).
+
+    Flink: ResourceProfile. A requirement with no profile is Flink's UNKNOWN profile: any slot
+    matches it (see `ResourceRequirement.profile`).
+    """
+
+    cpu_cores: float = Field(1.0, ge=0)
+    task_heap_mb: int = Field(512, ge=0)
+    managed_memory_mb: int = Field(128, ge=0)
+
+    def fits_in(self, other: ResourceProfile) -> bool:
+        """True when `other` has at least this much of every resource (a slot `other` can serve this)."""
+        return (
+            self.cpu_cores <= other.cpu_cores + _CPU_EPSILON
+            and self.task_heap_mb <= other.task_heap_mb
+            and self.managed_memory_mb <= other.managed_memory_mb
+        )
+
+    def divide(self, n: int) -> ResourceProfile:
+        """One of `n` equal slots of a TaskManager with this total (memory rounds down, as Flink's)."""
+        if n < 1:
+            raise ValueError(f"cannot divide a resource profile into {n} slots")
+        return ResourceProfile(cpu_cores=self.cpu_cores / n, task_heap_mb=self.task_heap_mb // n, managed_memory_mb=self.managed_memory_mb // n)
+
+    def multiply(self, n: int) -> ResourceProfile:
+        return ResourceProfile(cpu_cores=self.cpu_cores * n, task_heap_mb=self.task_heap_mb * n, managed_memory_mb=self.managed_memory_mb * n)
+
+    def merge(self, other: ResourceProfile) -> ResourceProfile:
+        """The sum of both (Flink: ResourceProfile.merge)."""
+        return ResourceProfile(
+            cpu_cores=self.cpu_cores + other.cpu_cores,
+            task_heap_mb=self.task_heap_mb + other.task_heap_mb,
+            managed_memory_mb=self.managed_memory_mb + other.managed_memory_mb,
+        )
+
+    def max_with(self, other: ResourceProfile) -> ResourceProfile:
+        return ResourceProfile(
+            cpu_cores=max(self.cpu_cores, other.cpu_cores),
+            task_heap_mb=max(self.task_heap_mb, other.task_heap_mb),
+            managed_memory_mb=max(self.managed_memory_mb, other.managed_memory_mb),
+        )
+
+    def min_with(self, other: ResourceProfile) -> ResourceProfile:
+        return ResourceProfile(
+            cpu_cores=min(self.cpu_cores, other.cpu_cores),
+            task_heap_mb=min(self.task_heap_mb, other.task_heap_mb),
+            managed_memory_mb=min(self.managed_memory_mb, other.managed_memory_mb),
+        )
+
+    def sort_key(self) -> tuple[float, int, int]:
+        """Smallest first: best-fit matching hands out the smallest slot that fits."""
+        return (self.cpu_cores, self.task_heap_mb, self.managed_memory_mb)
+
+    def describe(self) -> str:
+        return f"{self.cpu_cores:g} CPU, {self.task_heap_mb} MB task heap, {self.managed_memory_mb} MB managed memory"
 
 
 # --- TaskExecutor <-> ResourceManager ---------------------------------------------------------
@@ -218,12 +273,46 @@ class Empty(Message):
 
 
 # --- JobMaster <-> ResourceManager ------------------------------------------------------------
+class ResourceRequirement(Message):
+    """`count` slots for one slot sharing group; `profile` None is the UNKNOWN profile, matched by any slot."""
+
+    slot_sharing_group: str = "default"
+    profile: ResourceProfile | None = None
+    count: int = Field(ge=0)
+
+    def describe(self) -> str:
+        what = self.profile.describe() if self.profile is not None else "any resources"
+        return f"{self.count} slot(s) of {what} for slot sharing group '{self.slot_sharing_group}'"
+
+
 class ResourceRequirements(Message):
-    """JM -> RM: how many slots this job needs now (0 clears; Flink: declareRequiredResources)."""
+    """JM -> RM: what this job needs now, per slot sharing group and profile (an empty list clears).
+
+    Flink: declareRequiredResources with a ResourceCounter. `slots=n` is accepted as n slots of the
+    UNKNOWN profile (what a job without fine-grained resources needs).
+    """
 
     job_id: str
     job_master_endpoint: str
-    slots: int
+    job_name: str = ""
+    requirements: list[ResourceRequirement] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_slot_count(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "slots" in data:
+            data = dict(data)
+            n = int(data.pop("slots"))
+            if "requirements" not in data:
+                data["requirements"] = [{"count": n}] if n > 0 else []
+        return data
+
+    @property
+    def slots(self) -> int:
+        return sum(r.count for r in self.requirements)
+
+    def describe_job(self) -> str:
+        return f"job {self.job_id}" + (f" '{self.job_name}'" if self.job_name else "")
 
 
 class TaskManagerLost(Message):
@@ -249,3 +338,69 @@ class TaskManagerList(Message):
 
 class JobList(Message):
     jobs: list[JobOverview]
+
+
+# --- Job details, live task metrics, cluster overview (REST API) ------------------------------
+class TaskMetricsRequest(Message):
+    """JM -> TE: current metrics of these attempts (the ones the JobMaster placed on that TaskExecutor)."""
+
+    attempt_ids: list[str]
+
+
+class TaskMetricsEntry(Message):
+    attempt_id: str
+    state: ExecutionState
+    metrics: TaskMetricsSnapshot = Field(default_factory=TaskMetricsSnapshot)
+    backpressured_ms: int = 0  # total time the task thread waited for room in its output (Flink: backPressuredTimeMs)
+    backpressure_ratio: float = 0.0  # share of the interval since the previous request spent waiting, 0..1
+
+
+class TaskMetricsReport(Message):
+    tm_id: str
+    tasks: list[TaskMetricsEntry] = Field(default_factory=list)  # attempts the TE does not run are left out
+
+
+class SubtaskDetails(Message):
+    subtask_index: int
+    state: ExecutionState
+    attempt_number: int
+    attempt_id: str
+    tm_id: str | None = None  # None until the subtask has a slot
+    host: str | None = None
+    state_timestamps_ms: dict[str, int] = Field(default_factory=dict)  # ExecutionState name -> first time in it
+    metrics: TaskMetricsSnapshot = Field(default_factory=TaskMetricsSnapshot)
+    backpressured_ms: int = 0
+    backpressure_ratio: float = 0.0
+    failure: ErrorInfo | None = None
+
+
+class VertexDetails(Message):
+    vertex_id: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+    slot_sharing_group: str = "default"
+    subtasks: list[SubtaskDetails] = Field(default_factory=list)
+
+
+class JobDetailsMessage(Message):
+    """Dispatcher -> REST: a job's status and every subtask's attempt, placement and metrics (Flink: JobDetailsInfo)."""
+
+    job_id: str
+    job_name: str
+    status: JobStatus
+    start_time_ms: int
+    end_time_ms: int | None = None
+    status_timestamps_ms: dict[str, int] = Field(default_factory=dict)  # JobStatus name -> first time in it
+    vertices: list[VertexDetails] = Field(default_factory=list)
+    error: ErrorInfo | None = None
+    failure_time_ms: int | None = None
+
+
+class ClusterOverviewMessage(Message):
+    """Job counts by status (the REST API adds TaskManagers and slots from the ResourceManager)."""
+
+    jobs_running: int = 0  # every job not yet ended (Flink counts created/restarting ones as running too)
+    jobs_finished: int = 0
+    jobs_cancelled: int = 0
+    jobs_failed: int = 0

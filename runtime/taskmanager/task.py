@@ -17,6 +17,7 @@ from runtime.graph.job_graph import ChainedOperator
 from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeploymentDescriptor
 from runtime.rpc.messages import ErrorInfo, OperatorEventMessage, TaskExecutionStateUpdate, TaskMetricsSnapshot
 from runtime.taskmanager.mailbox import TaskMailbox
+from runtime.taskmanager.network.partition import estimate_nbytes
 from runtime.taskmanager.operator_chain import OperatorChain
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ class Task:
         self._partitions: list[Any] = []
         self._writers: list[Any] = []
         self._gate: Any = None
+        # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
+        self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
+        self._bp_ratio = 0.0
         self.log = _LogAdapter(log, {"job_id": tdd.job_id, "task": f"{tdd.task_name_with_subtask} @ {tm_id}"})
         self.thread = threading.Thread(target=self._run, name=f"task-{tdd.task_name_with_subtask}", daemon=True)
 
@@ -129,18 +133,41 @@ class Task:
             if not self.machine.can_transition(to):
                 return
             self.machine.transition(to)
-        m = self.metrics
         update = TaskExecutionStateUpdate(
             job_id=self.tdd.job_id,
             execution_attempt_id=self.attempt_id,
             state=to,
             error=error,
-            metrics=TaskMetricsSnapshot(records_in=m.records_in, records_out=m.records_out, bytes_in=m.bytes_in, bytes_out=m.bytes_out),
+            metrics=self.metrics_snapshot(),
         )
         try:
             self.report_state(update)
         except Exception as e:  # noqa: BLE001 - the JobMaster may be gone; heartbeats will tell
             self.log.warning("could not report %s to the JobMaster: %s", to.name, e)
+
+    # --- metrics (read from other threads: counters are plain ints) ---------------------------
+    def metrics_snapshot(self) -> TaskMetricsSnapshot:
+        m = self.metrics
+        bytes_out = sum(p.bytes_out for p in list(self._partitions))
+        return TaskMetricsSnapshot(records_in=m.records_in, records_out=m.records_out, bytes_in=m.bytes_in, bytes_out=bytes_out)
+
+    def backpressured_ns(self) -> int:
+        """Time this task's thread spent blocked on full output subpartitions (a thread waits in one at a time)."""
+        return sum(p.backpressured_ns() for p in list(self._partitions))
+
+    def backpressure_sample(self, min_interval_s: float = 0.2) -> tuple[int, float]:
+        """(backpressured ms in total, share of the time since the previous sample spent blocked).
+
+        Flink's backPressuredTimeMsPerSecond over the interval between two metric requests; a
+        request sooner than `min_interval_s` after the previous one repeats its ratio (too short
+        an interval says nothing). Call from one thread only (the TaskExecutor's).
+        """
+        now, total = time.monotonic_ns(), self.backpressured_ns()
+        last_t, last_total = self._bp_sample
+        if now - last_t >= min_interval_s * 1e9:
+            self._bp_ratio = min(1.0, max(0.0, (total - last_total) / (now - last_t)))
+            self._bp_sample = (now, total)
+        return total // 1_000_000, self._bp_ratio
 
     def _run(self) -> None:
         chain: OperatorChain | None = None
@@ -278,6 +305,7 @@ class Task:
             try:
                 if isinstance(element, RecordBatch):
                     metrics.records_in += len(element)
+                    metrics.bytes_in += estimate_nbytes(element)
                     op.process_batch(element, li.type_number)
                 elif isinstance(element, Watermark):
                     wm = li.valve.input_watermark(local_ch, element.timestamp)

@@ -40,7 +40,8 @@ class TaskExecutor(RpcEndpoint):
         self.jm_peer_id = jm_peer_id
         self.network = network
         self.slot_table = TaskSlotTable(num_slots, tm_id)
-        self.resource_profile = resource_profile or m.ResourceProfile()
+        self.resource_profile = resource_profile or m.ResourceProfile()  # the TaskManager's total
+        self.slot_profile = self.resource_profile.divide(num_slots)  # each slot's equal share
         self.spark_executor_id = spark_executor_id
         self.registration_timeout_s = registration_timeout_s
         self.tasks: dict[str, Task] = {}
@@ -165,7 +166,7 @@ class TaskExecutor(RpcEndpoint):
             tm_id=self.tm_id,
             data_address=self.network.address,
             job_id=msg.job_id,
-            offers=[m.SlotOffer(allocation_id=msg.allocation_id, slot_index=slot_index, resource_profile=self.resource_profile)],
+            offers=[m.SlotOffer(allocation_id=msg.allocation_id, slot_index=slot_index, resource_profile=self.slot_profile)],
         )
         try:
             accepted: m.AcceptedSlots = await jm.offer_slots(offer, timeout=10)
@@ -264,3 +265,20 @@ class TaskExecutor(RpcEndpoint):
             return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
         self._cancel(task)
         return m.Ack()
+
+    @rpc_method
+    async def request_task_metrics(self, msg: m.TaskMetricsRequest) -> m.TaskMetricsReport:
+        """Live metrics of running attempts, for the JobMaster's job details (attempts not here are left out)."""
+        entries = []
+        for attempt_id in msg.attempt_ids:
+            task = self.tasks.get(attempt_id)
+            if task is None:
+                continue
+            backpressured_ms, ratio = task.backpressure_sample()
+            entries.append(
+                m.TaskMetricsEntry(
+                    attempt_id=attempt_id, state=task.state, metrics=task.metrics_snapshot(),
+                    backpressured_ms=backpressured_ms, backpressure_ratio=ratio,
+                )
+            )
+        return m.TaskMetricsReport(tm_id=self.tm_id, tasks=entries)

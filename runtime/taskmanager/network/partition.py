@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import sys
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
@@ -46,6 +48,32 @@ class ResultPartitionID:
 
     def __str__(self) -> str:
         return f"{self.partition_id}@{self.producer_attempt_id}"
+
+
+def estimate_nbytes(batch: RecordBatch) -> int:
+    """Size of a record batch for the bytes-in/out metrics, without serializing it.
+
+    Exact for columnar batches (numpy buffers); for object batches the records times the size of
+    the first record and its direct members (a cheap estimate: one record is inspected per batch).
+    """
+    ts = batch.timestamps
+    n = 0 if ts is None else ts.nbytes
+    columns = getattr(batch, "columns", None)
+    if columns is not None:
+        for col in columns.values():
+            n += col.nbytes
+        return n
+    values = getattr(batch, "values", None)
+    if not values:
+        return n
+    first = values[0]
+    size = sys.getsizeof(first)
+    members = getattr(first, "_values", first)  # a Row keeps its fields in _values
+    if isinstance(members, (tuple, list)):
+        size += sum(sys.getsizeof(v) for v in members[:64])
+    elif isinstance(members, dict):
+        size += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in list(members.items())[:64])
+    return n + size * len(values)
 
 
 class _State(enum.Enum):
@@ -93,6 +121,10 @@ class ResultPartition:
         self._cause: BaseException | None = None
         self._num_consumed = 0
         self._dispose_hooks: list[Callable[["ResultPartition"], None]] = []
+        # metrics, read by the TaskExecutor's thread (plain ints: a read never tears)
+        self.bytes_out = 0  # estimated in-memory size of the record batches added (see estimate_nbytes)
+        self._backpressured_ns = 0  # time the producer spent blocked in add() waiting for room
+        self._blocked_since_ns = 0  # start of the wait in progress, 0 while not waiting
 
     @property
     def partition_id(self) -> str:
@@ -115,6 +147,13 @@ class ResultPartition:
         """Queued, un-consumed record batches of one subpartition."""
         with self._lock:
             return self._subs[subpartition].backlog
+
+    def backpressured_ns(self) -> int:
+        """Total time the producer has waited for room so far, including a wait in progress
+        (Flink: backPressuredTimeMsPerSecond's counter)."""
+        since = self._blocked_since_ns
+        ongoing = time.monotonic_ns() - since if since else 0
+        return self._backpressured_ns + max(0, ongoing)
 
     def is_producer_blocked(self, subpartition: int | None = None) -> bool:
         """Whether the producer thread is waiting for room (in `subpartition`, or in any)."""
@@ -148,18 +187,23 @@ class ResultPartition:
 
     def _add(self, subpartition: int, element: StreamElement, block: bool) -> bool:
         data = isinstance(element, RecordBatch)
+        nbytes = estimate_nbytes(element) if data else 0  # type: ignore[arg-type]
         with self._lock:
             sp = self._subs[subpartition]
             if data and sp.backlog >= self.capacity and self._state is _State.RUNNING:
                 if not block:
                     return False
                 sp.waiters += 1
+                # only this (blocking) branch is timed, so the fast path pays nothing for backpressure metrics
+                started = self._blocked_since_ns = time.monotonic_ns()
                 try:
                     # why: no timeout/polling -- consumption, release and fail all notify
                     while sp.backlog >= self.capacity and self._state is _State.RUNNING:
                         sp.not_full.wait()
                 finally:
                     sp.waiters -= 1
+                    self._backpressured_ns += time.monotonic_ns() - started
+                    self._blocked_since_ns = 0
             if self._state is not _State.RUNNING:
                 if self._state is _State.FINISHED:
                     raise PartitionError(f"partition {self.id} is already finished", self.id.partition_id)
@@ -168,6 +212,7 @@ class ResultPartition:
             sp.queue.append(element)
             if data:
                 sp.backlog += 1
+                self.bytes_out += nbytes  # under the lock: the flusher thread adds too (try_add)
             view = sp.view
             listener = view.listener if (was_empty and view is not None and not view.released) else None
         if listener is not None:

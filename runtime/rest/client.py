@@ -1,0 +1,125 @@
+"""RestClusterClient: the REST API from Python (Flink: RestClusterClient). Synchronous, stdlib only.
+
+Every call has a timeout; every failure is a RestError carrying the HTTP status (0 when the
+cluster could not be reached) and the server's message.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from runtime.core.errors import MillraceError
+from runtime.graph.job_graph import JobGraph
+from runtime.rest import models as rm
+from runtime.rpc.messages import JobResultMessage
+
+log = logging.getLogger(__name__)
+
+# the server long-polls a result up to ~5 s; the request must outlive that
+_RESULT_POLL_S = 20.0
+
+
+class RestError(MillraceError):
+    """A REST call failed: `status` is the HTTP status (0: the cluster was not reachable)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+class RestClusterClient:
+    def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    # --- transport ------------------------------------------------------------------------------
+    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float | None = None) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            raise RestError(self._message_of(e), status=e.code) from None
+        except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+            reason = getattr(e, "reason", e)
+            raise RestError(f"cannot reach the cluster at {self.url} ({method} {path}): {reason}; is it running?", status=0) from None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise RestError(f"{method} {path}: the cluster at {self.url} answered with something that is not JSON", status=0) from None
+
+    @staticmethod
+    def _message_of(e: urllib.error.HTTPError) -> str:
+        try:
+            body = json.loads(e.read() or b"{}")
+            errors = body.get("errors") if isinstance(body, dict) else None
+            if errors:
+                return "; ".join(str(x) for x in errors)
+        except (ValueError, OSError):
+            pass
+        return f"HTTP {e.code}: {e.reason}"
+
+    # --- cluster --------------------------------------------------------------------------------
+    def overview(self) -> rm.Overview:
+        return rm.Overview.model_validate(self._request("GET", "/overview"))
+
+    def cluster_info(self) -> rm.ClusterInfo:
+        return rm.ClusterInfo.model_validate(self._request("GET", "/cluster"))
+
+    def shutdown_cluster(self) -> None:
+        self._request("DELETE", "/cluster")
+
+    def task_managers(self) -> list[rm.TaskManagerDetails]:
+        return rm.TaskManagersList.model_validate(self._request("GET", "/taskmanagers")).taskmanagers
+
+    def task_manager(self, tm_id: str) -> rm.TaskManagerDetails:
+        return rm.TaskManagerDetails.model_validate(self._request("GET", f"/taskmanagers/{_quote(tm_id)}"))
+
+    # --- jobs -----------------------------------------------------------------------------------
+    def submit_job(self, job_graph: JobGraph) -> str:
+        body = job_graph.model_dump_json().encode()
+        resp = self._request("POST", "/jobs", body, timeout=max(self.timeout, 60.0))
+        return rm.JobSubmitResponse.model_validate(resp).jobid
+
+    def list_jobs(self) -> list[rm.JobOverview]:
+        return rm.MultipleJobsDetails.model_validate(self._request("GET", "/jobs/overview")).jobs
+
+    def job_details(self, job_id: str) -> rm.JobDetails:
+        return rm.JobDetails.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}"))
+
+    def job_exceptions(self, job_id: str) -> rm.JobExceptions:
+        return rm.JobExceptions.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}/exceptions"))
+
+    def job_result(self, job_id: str) -> JobResultMessage:
+        """Waits up to ~5 s server-side; a non-terminal status means: ask again."""
+        data = self._request("GET", f"/jobs/{_quote(job_id)}/execution-result", timeout=max(self.timeout, _RESULT_POLL_S))
+        return JobResultMessage.model_validate_json(json.dumps(data))
+
+    def cancel_job(self, job_id: str) -> None:
+        self._request("PATCH", f"/jobs/{_quote(job_id)}?mode=cancel")
+
+    def job_history(self, job_id: str) -> list[tuple[str, int, str | None]]:
+        hist = rm.JobHistory.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}/history"))
+        return [(str(h.status), h.timestamp, h.cause) for h in hist.history]
+
+    def coordination_request(self, job_id: str, node_id: int, payload: bytes) -> bytes:
+        body = json.dumps({"payload": base64.b64encode(payload).decode()}).encode()
+        resp = self._request("POST", f"/jobs/{_quote(job_id)}/coordinators/{int(node_id)}", body)
+        return base64.b64decode(rm.CoordinationPayload.model_validate(resp).payload)
