@@ -12,6 +12,7 @@ import pydantic
 from runtime.core.errors import UnknownJobError
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
+from runtime.graph.validation import JobGraphValidationError, validate_job_graph
 from runtime.jobmanager.job_master import JobMaster
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
@@ -59,8 +60,10 @@ class Dispatcher(RpcEndpoint):
             raise JobSubmissionError(f"the submitted JobGraph is invalid: {e.error_count()} errors, first: {e.errors()[0]['msg']} at {e.errors()[0]['loc']}") from e
         if job_graph.job_id in self.jobs:
             raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
-        if not job_graph.vertices:
-            raise JobSubmissionError(f"job {job_graph.job_id} '{job_graph.job_name}' has no vertices")
+        try:
+            validate_job_graph(job_graph)  # inconsistent graphs fail here with a reason, not in the JobMaster
+        except JobGraphValidationError as e:
+            raise JobSubmissionError(str(e)) from None
         job_id = job_graph.job_id
         await self._check_capacity(job_graph)
         if job_id in self.jobs:  # submitted twice while the ResourceManager answered

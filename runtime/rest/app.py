@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runtime.core.errors import MillraceError, RpcError, UnknownJobError
 from runtime.graph.job_graph import JobGraph
 from runtime.rest import models as rm
-from runtime.rest.validation import validate_job_graph
+from runtime.graph.validation import validate_job_graph
 from runtime.rpc import messages as m
 from runtime.version import __version__
 

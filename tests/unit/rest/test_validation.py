@@ -7,7 +7,7 @@ import pytest
 
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.graph.job_graph import JobGraph
-from runtime.rest.validation import JobGraphValidationError, validate_job_graph
+from runtime.graph.validation import JobGraphValidationError, validate_job_graph
 
 
 def _real_graph() -> JobGraph:

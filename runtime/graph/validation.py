@@ -88,12 +88,10 @@ def validate_job_graph(jg: JobGraph) -> None:
 
 
 def _dry_run(jg: JobGraph, where: str) -> None:
-    """Expand the graph as the JobMaster will (subtasks, partitions, slot requirements)."""
+    """Expand the graph as the JobMaster will (subtasks, partitions); slot needs are the Dispatcher's check."""
     from runtime.graph.execution_graph import ExecutionGraph
-    from runtime.jobmanager.scheduler.slot_sharing import job_resource_requirements
 
     try:
         ExecutionGraph(jg)
-        job_resource_requirements(jg)
     except Exception as e:  # noqa: BLE001 - whatever the expansion trips over is the graph's problem
         raise JobGraphValidationError(f"{where} cannot be expanded into subtasks: {type(e).__name__}: {e}") from None
