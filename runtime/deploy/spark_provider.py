@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import threading
 from typing import Any, Iterator
@@ -25,6 +26,7 @@ def _spark_task_main(cfg_json: str, _partition: Iterator[Any]) -> Iterator[str]:
 
     from pyspark import TaskContext
 
+    from runtime.deploy.spark_executor import UNKNOWN_EXECUTOR_ID, current_spark_executor, describe_executor
     from runtime.taskmanager.runner import parse_config, run_task_manager
 
     cfg = parse_config(cfg_json)
@@ -34,11 +36,25 @@ def _spark_task_main(cfg_json: str, _partition: Iterator[Any]) -> Iterator[str]:
         # lost and asks for a fresh one itself, so this retry ends at once
         yield f"{cfg.tm_id}: retry {ctx.attemptNumber()} not started (the TaskManager was lost)"
         return
+    # which executor this is (from the executor JVM's command line: PySpark does not tell a
+    # worker), kept parseable for the REST API: "executor 1 on 127.0.0.1 (stage 3 task 7 attempt 0)"
+    where = current_spark_executor()
     if ctx is not None:
-        cfg.spark_executor_id = f"stage {ctx.stageId()} task {ctx.taskAttemptId()} (attempt {ctx.attemptNumber()})"
+        cfg.spark_executor_id = describe_executor(where, ctx.stageId(), ctx.taskAttemptId(), ctx.attemptNumber())
+    else:
+        cfg.spark_executor_id = describe_executor(where)
+    on_cluster = not where.is_driver and where.executor_id != UNKNOWN_EXECUTOR_ID
+    if on_cluster and where.host not in ("localhost", "127.0.0.1", "::1") and cfg.bind_host in ("127.0.0.1", "localhost"):
+        # an executor on another host: a loopback data port would be unreachable from the others
+        cfg.bind_host = where.host
     _logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s %(levelname)s [tm {cfg.tm_id}] %(name)s: %(message)s")
     cause = run_task_manager(cfg)
     yield f"{cfg.tm_id} pid {os.getpid()}: {cause}"
+
+
+def task_cpus(cpu_cores: float) -> int:
+    """Whole CPUs Spark reserves for a TaskManager of `cpu_cores` (Spark counts task CPUs in integers)."""
+    return max(1, math.ceil(cpu_cores - 1e-9))
 
 
 class SparkProvider:
@@ -52,6 +68,7 @@ class SparkProvider:
         self.outcomes: dict[str, str] = {}
         self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._stage_profiles: dict[int, Any] = {}  # task CPUs -> pyspark ResourceProfile
 
     @staticmethod
     def job_group(tm_id: str) -> str:
@@ -60,15 +77,17 @@ class SparkProvider:
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
         cfg = TaskManagerConfig(
             tm_id=tm_id, jobmanager_host=spec.jm_host, jobmanager_port=spec.jm_port, secret=spec.secret,
-            num_slots=spec.slots_per_tm, resource_profile=spec.profile, log_level=self.log_level,
+            num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level,
         )
         fn = functools.partial(_spark_task_main, cfg.model_dump_json())
+        cpus = task_cpus(spec.profile.cpu_cores)
 
         def submit() -> None:
             # job groups are per thread (PySpark pins Python threads to JVM threads)
             self.sc.setJobGroup(self.job_group(tm_id), f"Millrace TaskManager {tm_id}", interruptOnCancel=True)
             try:
-                out = self.sc.parallelize([0], 1).mapPartitions(fn).collect()
+                rdd = self._reserve_cpus(self.sc.parallelize([0], 1), tm_id, cpus)
+                out = rdd.mapPartitions(fn).collect()
                 self.outcomes[tm_id] = out[0] if out else "ended"
             except Exception as e:  # noqa: BLE001 - cancelled on release, or the executor died
                 self.outcomes[tm_id] = f"Spark job ended: {type(e).__name__}"
@@ -79,6 +98,48 @@ class SparkProvider:
             self.threads[tm_id] = t
         t.start()
         log.info("submitted Spark job for TaskManager %s (job group %s)", tm_id, self.job_group(tm_id))
+
+    def _reserve_cpus(self, rdd: Any, tm_id: str, cpus: int) -> Any:
+        """Make Spark reserve the TaskManager's CPUs for its task (a stage-level task resource profile).
+
+        Spark schedules a task onto an executor with that many free cores (standalone, YARN and
+        Kubernetes support task-only profiles without dynamic allocation since Spark 3.4/3.5).
+        Local mode has one executor and no per-task CPU accounting for custom profiles: the
+        TaskManager runs anyway and shares the driver's cores.
+        """
+        if cpus <= self._default_task_cpus():
+            return rdd
+        master = str(self.sc.master)
+        if master == "local" or master.startswith("local["):  # not local-cluster[...], which is standalone-like
+            log.info(
+                "TaskManager %s wants %d CPUs: Spark local mode cannot reserve CPUs per task, it shares the local cores", tm_id, cpus
+            )
+            return rdd
+        try:
+            return rdd.withResources(self._stage_profile(cpus))
+        except Exception as e:  # noqa: BLE001 - e.g. a cluster manager without stage-level scheduling
+            log.warning(
+                "TaskManager %s: Spark refused a stage-level profile of %d task CPUs (%s); it starts without reserved CPUs",
+                tm_id, cpus, str(e).splitlines()[0] if str(e) else type(e).__name__,
+            )
+            return rdd
+
+    def _default_task_cpus(self) -> int:
+        try:
+            return int(self.sc.getConf().get("spark.task.cpus", "1"))
+        except (TypeError, ValueError):
+            return 1
+
+    def _stage_profile(self, cpus: int) -> Any:
+        """One pyspark ResourceProfile per CPU count (Spark registers each profile it sees)."""
+        with self._lock:
+            profile = self._stage_profiles.get(cpus)
+            if profile is None:
+                from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
+
+                profile = ResourceProfileBuilder().require(TaskResourceRequests().cpus(cpus)).build
+                self._stage_profiles[cpus] = profile
+            return profile
 
     def describe(self, tm_id: str) -> str:
         return f"Spark job group {self.job_group(tm_id)}"

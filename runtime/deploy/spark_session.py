@@ -31,6 +31,22 @@ def delta_maven_coordinates() -> str:
     return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY}:{DELTA_JAR_VERSION}"
 
 
+def is_loopback_standalone(master: str) -> bool:
+    """A standalone master on this machine (infra/spark_standalone.sh): size Spark SQL as for local mode.
+
+    Nothing else is standalone-specific: an executor takes all cores of its worker unless told
+    otherwise, so with 1-core workers every TaskManager (one long-running 1-CPU task) gets an
+    executor of its own; executors run the driver's PYSPARK_PYTHON (same machine: the venv, with
+    Millrace installed) and fetch the Delta jars that spark.jars.packages resolved on the driver
+    from its file server. spark.cores.max / spark.executor.cores / spark.executor.memory for a
+    shared cluster come from extra_conf or $SPARK_CONF_DIR/spark-defaults.conf (docs/deploy.md).
+    """
+    if not master.startswith("spark://"):
+        return False
+    hosts = [h.rsplit(":", 1)[0] for h in master[len("spark://"):].split(",")]  # HA masters: a,b
+    return all(h in ("127.0.0.1", "localhost", "[::1]") for h in hosts)
+
+
 def build_spark_session(cfg: SparkSessionConfig | None = None):
     """Get or create the SparkSession with Delta Lake enabled."""
     from pyspark.sql import SparkSession
@@ -55,9 +71,10 @@ def build_spark_session(cfg: SparkSessionConfig | None = None):
         .config("spark.task.maxFailures", "4")
         .config("spark.python.worker.reuse", "true")
     )
-    if cfg.master.startswith("local"):
+    if cfg.master.startswith("local") or is_loopback_standalone(cfg.master):
         # Spark's defaults (200 shuffle partitions, 50 Delta snapshot partitions) are sized for
         # clusters; on one machine they turn a small Delta read into hundreds of tiny tasks
+        # (a Delta count on the 2-worker loopback standalone cluster: 106 s with them, see docs/deploy.md)
         builder = builder.config("spark.sql.shuffle.partitions", "8").config("spark.databricks.delta.snapshotPartitions", "2")
     for k, v in cfg.extra_conf.items():
         builder = builder.config(k, v)
