@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipelines.jobs import windowed_sum
 from tests.e2e.test_main_job_on_spark import _read_delta
-from tests.integration.cluster.conftest import millrace, pid_alive, start_session_cluster, stop_session_cluster
+from tests.integration.cluster.conftest import millrace, pid_alive, stop_session_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = str(ROOT / "pipelines" / "jobs" / "windowed_sum.py")

@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from pipelines.definitions import windowed_sum_table
 from pipelines.jobs import windowed_sum
+from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,11 @@ def test_asset_materializes_by_running_the_job(tmp_path: Path) -> None:
     out = str(tmp_path / "ws")
     result = materialize(
         [windowed_sum_table],
-        run_config={"ops": {"windowed_sum_table": {"config": {"events": 20000, "parallelism": 2, "output": out, "provider": "local"}}}},
+        resources={
+            "millrace": MillraceClusterResource(provider="local", spark=SparkResource()),
+            "warehouse": DeltaWarehouseResource(base_path=str(tmp_path)),
+        },
+        run_config={"ops": {"windowed_sum_table": {"config": {"events": 20000, "parallelism": 2, "output": out}}}},
     )
     assert result.success
     mat = result.asset_materializations_for_node("windowed_sum_table")[0]
