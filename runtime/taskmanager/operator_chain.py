@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import cloudpickle
+from runtime.taskmanager.user_code import instantiate
 
 from runtime.api.operators.base import (
     OperatorContext,
@@ -124,8 +124,7 @@ class OperatorChain:
         kgr = compute_key_group_range_for_operator_index(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
         for spec in tdd.operators:
             try:
-                factory = cloudpickle.loads(spec.operator_factory)
-                op = factory()
+                op = instantiate(spec.operator_factory)
             except Exception as e:
                 raise InvalidProgramError(
                     f"could not instantiate operator '{spec.name}' of task {tdd.task_name_with_subtask}: {e!r}"

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import cloudpickle
 
 from runtime.api.operators.base import InputStatus, TaskMetrics
+from runtime.taskmanager.user_code import load_user_code
 from runtime.core.errors import MillraceError
 from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Watermark
 from runtime.core.state_machine import StateMachine
@@ -220,7 +221,7 @@ class Task:
         tdd = self.tdd
         writers: dict[str, Any] = {}
         for rpdd in tdd.produced_partitions:
-            selector = cloudpickle.loads(rpdd.partitioner.key_selector) if rpdd.partitioner.key_selector else None
+            selector = load_user_code(rpdd.partitioner.key_selector) if rpdd.partitioner.key_selector else None
             partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector)
             self._partitions.append(partition)
             self._writers.append(writer)
