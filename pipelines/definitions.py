@@ -1,43 +1,58 @@
-"""The Dagster code location: Definitions assembled in one place (loaded by workspace.yaml).
+"""The Dagster code location: every definition assembled here (loaded by workspace.yaml).
 
-Minimal for now: one asset whose materialization runs the main Millrace job on the embedded
-cluster. Resources, sensors, schedules and the session cluster arrive with the Dagster issue.
+Resources:
+- `spark`: SparkResource (Delta configured, started lazily); its config can be set at launch.
+- `millrace`: MillraceClusterResource in embedded mode (per-job cluster in the run process,
+  TaskManagers on Spark executors; set `provider: local` at launch for local processes), used by
+  the assets. Switch it to `mode: session` to run them on a session cluster instead.
+- `millrace_session`: MillraceClusterResource in session mode for the streaming jobs; the cluster
+  is MILLRACE_URL + MILLRACE_TOKEN when set (EnvVar), else the cluster file under MILLRACE_HOME.
+- `warehouse`: DeltaWarehouseResource; base location MILLRACE_WAREHOUSE or <project>/warehouse.
 """
+import os
+from pathlib import Path
 
-from dagster import Config, Definitions, MaterializeResult, MetadataValue, asset
-from pydantic import Field
+from dagster import Definitions, EnvVar
 
-from pipelines.jobs import windowed_sum
-from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.api.execution import use_executor
-from runtime.deploy.embedded import EmbeddedExecutor
+from pipelines.assets import user_minute_totals, windowed_sum_table
+from pipelines.checks import table_checks
+from pipelines.schedules import daily_tables_job, daily_tables_schedule
+from pipelines.sensors import millrace_failure_sensor, user_minute_totals_job, windowed_sum_version_sensor
+from pipelines.streaming import cancel_live_activity_job, submit_live_activity_job
+from pipelines.tables import USER_MINUTE_TOTALS, WINDOWED_SUM
+from resources.millrace import MillraceClusterResource
+from resources.spark import SparkResource
+from resources.warehouse import DeltaWarehouseResource
 
-
-class WindowedSumConfig(Config):
-    events: int = Field(2_000_000, description="number of generated events")
-    parallelism: int = Field(2, description="parallelism of the Millrace job")
-    output: str = Field("warehouse/windowed_sum", description="path of the output Delta table")
-    provider: str = Field("spark", description="where TaskManagers run: 'spark' (executors) or 'local' (processes)")
-
-
-@asset(description="Per-user count and sum over 1 s event-time windows (Millrace job windowed_sum), a Delta table.")
-def windowed_sum_table(context, config: WindowedSumConfig) -> MaterializeResult:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(config.parallelism)
-    windowed_sum.build(env, config.events, config.output)
-    with use_executor(EmbeddedExecutor(provider=config.provider)):
-        result = env.execute("windowed_sum")
-    context.log.info(f"Millrace job {result.job_id} finished in {result.net_runtime_ms} ms")
-    acc = result.accumulators
-    return MaterializeResult(
-        metadata={
-            "millrace_job_id": result.job_id,
-            "duration_ms": result.net_runtime_ms,
-            "delta_table": MetadataValue.path(str(acc.get("delta_table", config.output))),
-            "delta_version": acc.get("delta_version"),
-            "row_count": acc.get("delta_records", 0),
-        }
-    )
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-defs = Definitions(assets=[windowed_sum_table])
+def _env_or_none(name: str) -> EnvVar | None:
+    # EnvVar fails a run when the variable is unset; unset means "use the cluster file" here
+    return EnvVar(name) if os.environ.get(name) else None
+
+
+spark = SparkResource.configure_at_launch()  # one Spark config, editable in the launchpad, shared below
+
+resources = {
+    "spark": spark,
+    "millrace": MillraceClusterResource(mode="embedded", provider="spark", spark=spark),
+    "millrace_session": MillraceClusterResource(
+        mode="session", url=_env_or_none("MILLRACE_URL"), token=_env_or_none("MILLRACE_TOKEN"), spark=spark
+    ),
+    "warehouse": DeltaWarehouseResource(base_path=os.environ.get("MILLRACE_WAREHOUSE", str(PROJECT_ROOT / "warehouse"))),
+}
+
+asset_checks = [
+    *table_checks(windowed_sum_table.key, WINDOWED_SUM),
+    *table_checks(user_minute_totals.key, USER_MINUTE_TOTALS),
+]
+
+defs = Definitions(
+    assets=[windowed_sum_table, user_minute_totals],
+    asset_checks=asset_checks,
+    jobs=[daily_tables_job, user_minute_totals_job, submit_live_activity_job, cancel_live_activity_job],
+    schedules=[daily_tables_schedule],
+    sensors=[windowed_sum_version_sensor, millrace_failure_sensor],
+    resources=resources,
+)

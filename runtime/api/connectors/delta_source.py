@@ -1,0 +1,175 @@
+"""DeltaSource: a bounded source over one version of a Delta table (Flink's FileSource, bounded).
+
+The snapshot (version, schema, data files) is resolved once, when the source is built on the
+client, so every subtask and every restarted attempt reads the same version even if the table
+is written meanwhile (Flink's split enumerator does this on the JobMaster; with a fixed file list
+the enumeration is done up front). Files are the splits: they are dealt to subtasks by size
+(largest first, each to the least-loaded subtask), so subtasks get similar amounts of data and a
+restarted subtask re-reads exactly its own files.
+
+Records are emitted as ColumnBatches (numpy columns) of at most `batch_size` rows; at the end the
+source emits the final watermark like every bounded source. Reading the files goes through
+runtime.storage.delta_read (only storage/ touches the Delta libraries).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from runtime.api.connectors.base import Source
+from runtime.api.operators.base import InputStatus, SourceOperator
+from runtime.core.errors import InvalidProgramError
+from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, Watermark
+from runtime.storage.delta_read import DeltaFile, DeltaSnapshot, iter_file_batches, snapshot
+
+DEFAULT_BATCH_SIZE = 65536
+
+
+def assign_files(files: Sequence[DeltaFile], parallelism: int) -> list[list[int]]:
+    """File indices per subtask: largest file first, each to the subtask with the fewest bytes.
+
+    Deterministic (ties broken by file index, then subtask index), so every attempt of a subtask
+    gets the same files.
+    """
+    loads = [0] * parallelism
+    out: list[list[int]] = [[] for _ in range(parallelism)]
+    for i in sorted(range(len(files)), key=lambda i: (-files[i].size, i)):
+        target = min(range(parallelism), key=lambda s: (loads[s], s))
+        out[target].append(i)
+        loads[target] += max(1, files[i].size)
+    return [sorted(idx) for idx in out]
+
+
+def arrow_to_columns(batch: Any) -> dict[str, np.ndarray]:
+    """numpy columns of a pyarrow RecordBatch (strings and nullable ints become object/float arrays)."""
+    cols: dict[str, np.ndarray] = {}
+    for name, col in zip(batch.schema.names, batch.columns):
+        arr = col.to_numpy(zero_copy_only=False)
+        cols[name] = arr if isinstance(arr, np.ndarray) else np.asarray(arr)
+    return cols
+
+
+def type_info_of(schema: Any) -> Any:
+    """Types.ROW_NAMED(...) for an Arrow schema (fields without a Millrace type become PICKLED)."""
+    import pyarrow as pa
+
+    from runtime.api.common.typeinfo import Types
+
+    def one(t: Any) -> Any:
+        if pa.types.is_int64(t):
+            return Types.LONG()
+        if pa.types.is_int32(t):
+            return Types.INT()
+        if pa.types.is_int16(t):
+            return Types.SHORT()
+        if pa.types.is_int8(t):
+            return Types.BYTE()
+        if pa.types.is_boolean(t):
+            return Types.BOOLEAN()
+        if pa.types.is_float32(t):
+            return Types.FLOAT()
+        if pa.types.is_float64(t):
+            return Types.DOUBLE()
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return Types.STRING()
+        if pa.types.is_timestamp(t):
+            return Types.SQL_TIMESTAMP()
+        if pa.types.is_date32(t):
+            return Types.SQL_DATE()
+        return Types.PICKLED_BYTE_ARRAY()
+
+    return Types.ROW_NAMED(list(schema.names), [one(f.type) for f in schema])
+
+
+class DeltaSourceOperator(SourceOperator):
+    def __init__(self, source: "DeltaSource") -> None:
+        super().__init__()
+        self.source = source
+        self._batches: Iterator[Any] | None = None
+
+    def open(self) -> None:
+        assert self.ctx is not None
+        s = self.source
+        mine = assign_files(s.snapshot.files, self.ctx.parallelism)[self.ctx.subtask_index]
+        self._batches = self._read([s.snapshot.files[i] for i in mine])
+
+    def _read(self, files: list[DeltaFile]) -> Iterator[Any]:
+        s = self.source
+        for f in files:
+            yield from iter_file_batches(f, s.snapshot.schema, s.columns, s.batch_size, s.storage_options)
+
+    def emit_next(self) -> InputStatus:
+        assert self.output is not None and self._batches is not None
+        for rb in self._batches:
+            if rb.num_rows == 0:
+                continue
+            self.output.emit(ColumnBatch(arrow_to_columns(rb)))
+            return InputStatus.MORE_AVAILABLE
+        self.output.emit_watermark(Watermark(MAX_TIMESTAMP))
+        return InputStatus.END_OF_INPUT
+
+    def close(self) -> None:
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()  # closes the open Parquet file of a cancelled read
+        super().close()
+
+
+class DeltaSource(Source):
+    """`DeltaSource.for_path(path, version=None, columns=None)`: the rows of one table version.
+
+    `version=None` reads the newest version at the time the source is built; `snapshot_version`
+    tells which one that was (e.g. for a Dagster materialization's lineage).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        version: int | None = None,
+        columns: Sequence[str] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise InvalidProgramError(f"DeltaSource({path}): batch_size must be >= 1, got {batch_size}")
+        self.path = path
+        self.columns = list(columns) if columns else None
+        self.batch_size = int(batch_size)
+        self.storage_options = storage_options
+        try:
+            self.snapshot: DeltaSnapshot = snapshot(path, version, storage_options)
+        except Exception as e:  # noqa: BLE001 - a program error at build time, not a task failure
+            raise InvalidProgramError(f"DeltaSource: cannot read the Delta table at {path}: {e}") from e
+        if self.columns:
+            unknown = [c for c in self.columns if c not in self.snapshot.schema.names]
+            if unknown:
+                raise InvalidProgramError(
+                    f"DeltaSource({path}): column(s) {unknown} are not in the table; it has {self.snapshot.schema.names}"
+                )
+
+    @staticmethod
+    def for_path(path: str, version: int | None = None, columns: Sequence[str] | None = None, **kwargs: Any) -> "DeltaSource":
+        return DeltaSource(path, version=version, columns=columns, **kwargs)
+
+    @property
+    def snapshot_version(self) -> int:
+        return self.snapshot.version
+
+    @property
+    def schema(self) -> Any:
+        """The pyarrow schema of the emitted records."""
+        import pyarrow as pa
+
+        s = self.snapshot.schema
+        return s if not self.columns else pa.schema([s.field(c) for c in self.columns])
+
+    def create_operator(self) -> DeltaSourceOperator:
+        return DeltaSourceOperator(self)
+
+    def max_parallelism(self) -> int | None:
+        # a subtask without files would only emit the final watermark; allow it anyway (p > files is legal)
+        return None
+
+    def get_type_info(self) -> Any:
+        return type_info_of(self.schema)

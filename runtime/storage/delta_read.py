@@ -1,0 +1,152 @@
+"""Reading Delta tables with delta-rs: snapshots (version, files, schema, row count) and file contents.
+
+The Delta source connector (runtime.api.connectors.delta_source) and the Dagster control plane
+(sensors watching a table's version, asset checks, materialization metadata) read tables through
+this module, so only `storage/` imports the Delta libraries.
+
+A snapshot is resolved once (`snapshot(path, version)`): its file list pins the data a reader sees,
+so a job whose subtasks read their files later still reads exactly that version.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from runtime.core.errors import StorageError
+
+
+@dataclass(frozen=True)
+class DeltaFile:
+    """One data file of a snapshot (an `add` action)."""
+
+    uri: str  # absolute path or URI
+    size: int
+    num_records: int | None
+    partition_values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeltaSnapshot:
+    table_uri: str
+    version: int
+    schema: Any  # pyarrow.Schema (partition columns included)
+    partition_columns: tuple[str, ...]
+    files: tuple[DeltaFile, ...]
+
+    @property
+    def num_records(self) -> int | None:
+        """Rows in the snapshot from the files' statistics (None if a file has no statistics)."""
+        counts = [f.num_records for f in self.files]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+
+
+def _open(table_uri: str, version: int | None, storage_options: dict[str, str] | None) -> Any:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(table_uri, version=version, storage_options=storage_options)
+    except TableNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - e.g. a version that was never committed or was vacuumed
+        raise StorageError(f"cannot open Delta table {table_uri} at version {version}: {e}") from e
+
+
+def table_version(table_uri: str, storage_options: dict[str, str] | None = None) -> int | None:
+    """The table's newest version, or None when there is no Delta table at `table_uri`."""
+    dt = _open(table_uri, None, storage_options)
+    return None if dt is None else int(dt.version())
+
+
+def snapshot(table_uri: str, version: int | None = None, storage_options: dict[str, str] | None = None) -> DeltaSnapshot:
+    """The table at `version` (newest if None); raises StorageError if there is no table."""
+    import pyarrow as pa
+
+    dt = _open(table_uri, version, storage_options)
+    if dt is None:
+        raise StorageError(f"no Delta table at {table_uri}: write it first (or check the path)")
+    schema = pa.schema(dt.schema().to_arrow())
+    partition_columns = tuple(dt.metadata().partition_columns)
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    uris = dt.file_uris()
+    # file_uris() and get_add_actions() list the same files in the same order; match by path to be safe
+    by_rel = {a["path"]: a for a in actions}
+    files = []
+    for uri in uris:
+        rel = next((p for p in by_rel if uri.endswith("/" + p) or uri == p), None)
+        a = by_rel.get(rel, {}) if rel is not None else {}
+        nrec = a.get("num_records")
+        files.append(
+            DeltaFile(
+                uri=uri,
+                size=int(a.get("size_bytes") or 0),
+                num_records=None if nrec is None else int(nrec),
+                partition_values={c: a.get(f"partition.{c}") for c in partition_columns},
+            )
+        )
+    return DeltaSnapshot(str(table_uri), int(dt.version()), schema, partition_columns, tuple(files))
+
+
+def read_table(
+    table_uri: str, version: int | None = None, columns: Sequence[str] | None = None, storage_options: dict[str, str] | None = None
+) -> Any:
+    """The whole table (or `columns`) as one pyarrow Table."""
+    dt = _open(table_uri, version, storage_options)
+    if dt is None:
+        raise StorageError(f"no Delta table at {table_uri}: write it first (or check the path)")
+    import pyarrow as pa
+
+    return pa.table(dt.to_pyarrow_table(columns=list(columns) if columns else None))
+
+
+def _partition_column(value: Any, arrow_type: Any, n: int) -> Any:
+    import pyarrow as pa
+
+    arr = pa.array([value] * n)
+    return arr.cast(arrow_type) if arr.type != arrow_type else arr
+
+
+def iter_file_batches(
+    file: DeltaFile,
+    schema: Any,
+    columns: Sequence[str] | None = None,
+    batch_size: int = 65536,
+    storage_options: dict[str, str] | None = None,
+) -> Iterator[Any]:
+    """pyarrow RecordBatches of one data file, partition columns filled in, in `schema`'s column order."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    wanted = list(columns) if columns else list(schema.names)
+    missing = [c for c in wanted if c not in schema.names]
+    if missing:
+        raise StorageError(f"column(s) {missing} not in the Delta table's schema {schema.names}")
+    in_file = [c for c in wanted if c not in file.partition_values]
+    try:
+        if "://" in file.uri and not file.uri.startswith("file://"):
+            fs, path = pafs.FileSystem.from_uri(file.uri)
+        else:
+            fs, path = pafs.LocalFileSystem(), file.uri.removeprefix("file://")
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            present = set(pf.schema_arrow.names)
+            for rb in pf.iter_batches(batch_size=batch_size, columns=[c for c in in_file if c in present]):
+                cols = []
+                for name in wanted:
+                    target = schema.field(name).type
+                    if name in file.partition_values:
+                        cols.append(_partition_column(file.partition_values[name], target, rb.num_rows))
+                    elif name not in present:  # a column added to the table after this file was written
+                        cols.append(pa.nulls(rb.num_rows, target))
+                    else:
+                        col = rb.column(rb.schema.get_field_index(name))
+                        cols.append(col.cast(target) if col.type != target else col)
+                yield pa.RecordBatch.from_arrays(cols, names=wanted)
+    except StorageError:
+        raise
+    except FileNotFoundError as e:
+        raise StorageError(
+            f"Delta data file {file.uri} is gone (vacuumed or overwritten since the snapshot was taken): {e}; "
+            "re-run the job to read the newest version"
+        ) from e

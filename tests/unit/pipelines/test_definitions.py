@@ -1,0 +1,45 @@
+"""The code location: lineage between the table assets, run config the launchpad shows and checks."""
+from __future__ import annotations
+
+import pytest
+from dagster import AssetKey, DagsterInvalidConfigError, validate_run_config
+
+from pipelines.definitions import defs
+
+pytestmark = pytest.mark.unit
+
+
+def test_asset_graph_has_the_lineage():
+    graph = defs.resolve_asset_graph()
+    assert graph.get(AssetKey("user_minute_totals")).parent_keys == {AssetKey("windowed_sum_table")}
+
+
+def test_launchpad_config_is_typed_and_documented():
+    asset_job = defs.resolve_implicit_global_asset_job_def()
+    ops = asset_job.run_config_schema.config_type.fields["ops"].config_type.fields
+    fields = ops["windowed_sum_table"].config_type.fields["config"].config_type.fields
+    assert {"events", "parallelism", "output", "per_record"} <= set(fields)
+    assert all(f.description for f in fields.values())
+    assert fields["events"].default_value == 2_000_000
+    resources = asset_job.run_config_schema.config_type.fields["resources"].config_type.fields
+    millrace = resources["millrace"].config_type.fields["config"].config_type.fields
+    assert millrace["mode"].default_value == "embedded" and millrace["provider"].default_value == "spark"
+
+    ok = {"ops": {"windowed_sum_table": {"config": {"events": 10, "parallelism": 1}}}, "resources": {"millrace": {"config": {"provider": "local"}}}}
+    assert validate_run_config(asset_job, ok)
+    for bad in (
+        {"ops": {"windowed_sum_table": {"config": {"events": "many"}}}},
+        {"ops": {"windowed_sum_table": {"config": {"evnets": 10}}}},
+        {"resources": {"millrace": {"config": {"provider": "yarn"}}}},
+    ):
+        with pytest.raises(DagsterInvalidConfigError):
+            validate_run_config(asset_job, bad)
+
+
+def test_jobs_sensors_and_schedule_are_registered():
+    repo = defs.get_repository_def()
+    assert {"daily_tables_job", "user_minute_totals_job", "submit_live_activity_job", "cancel_live_activity_job"} <= set(repo.job_names)
+    assert {s.name for s in repo.sensor_defs} == {"windowed_sum_version_sensor", "millrace_failure_sensor"}
+    assert [s.name for s in repo.schedule_defs] == ["daily_tables_schedule"]
+    for name in ("submit_live_activity_job", "cancel_live_activity_job"):
+        assert "millrace_session" in defs.resolve_job_def(name).required_resource_keys
