@@ -28,6 +28,7 @@ from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
 log = logging.getLogger(__name__)
 
 DEFAULT_SLOT_REQUEST_TIMEOUT_S = 60.0
+_CONSEQUENTIAL_FAILURES = frozenset({"ProducerFailedError", "PartitionReleasedError", "TaskCanceled"})
 
 
 class JobMaster(RpcEndpoint):
@@ -233,6 +234,11 @@ class JobMaster(RpcEndpoint):
 
     def _fail_job(self, error: m.ErrorInfo) -> None:
         if self.status.state is not JobStatus.RUNNING and self.status.state is not JobStatus.CREATED:
+            if self.status.state is JobStatus.FAILING and self._is_consequence(self.failure) and not self._is_consequence(error):
+                # a consumer saw its producer's failure before the producer's own report arrived:
+                # the job's cause is the producer's error, not the consumer's echo of it
+                self.failure = error
+                self._log(logging.ERROR, "job fails, root cause: %s", error.describe())
             return
         self.failure = error
         self._log(logging.ERROR, "job fails: %s", error.describe())
@@ -240,6 +246,11 @@ class JobMaster(RpcEndpoint):
         self.spawn(self._declare_slots(0))
         self._cancel_all()
         self._check_terminal()
+
+    @staticmethod
+    def _is_consequence(error: m.ErrorInfo | None) -> bool:
+        """Failures that only echo another task's failure (a failed producer, a cancelled task)."""
+        return error is not None and error.type_name in _CONSEQUENTIAL_FAILURES
 
     def _cancel_all(self) -> None:
         for ev in self.eg.all_vertices():
