@@ -17,6 +17,7 @@ from runtime.core.states import ExecutionState, execution_state_machine
 from runtime.graph.job_graph import ChainedOperator
 from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeploymentDescriptor
 from runtime.rpc.messages import ErrorInfo, OperatorEventMessage, TaskExecutionStateUpdate, TaskMetricsSnapshot
+from runtime.taskmanager.interrupt import TaskInterrupter
 from runtime.taskmanager.mailbox import TaskMailbox
 from runtime.taskmanager.network.partition import estimate_nbytes
 from runtime.taskmanager.operator_chain import OperatorChain
@@ -89,6 +90,7 @@ class Task:
         self._partitions: list[Any] = []
         self._writers: list[Any] = []
         self._gate: Any = None
+        self._interrupter = TaskInterrupter()
         # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
@@ -118,6 +120,10 @@ class Task:
             self._quietly(p.release)
         if self._gate is not None:
             self._quietly(self._gate.close)
+
+    def interrupt(self) -> bool:
+        """Raise TaskInterruptedError in a cancelled task's thread still running user code (once)."""
+        return self._canceled.is_set() and self._interrupter.interrupt()
 
     def _quietly(self, action: Callable[..., Any], *args: Any) -> None:
         """Clean-up on failure/cancel paths must go on: errors are logged, not raised."""
@@ -178,10 +184,14 @@ class Task:
             chain.open()
             self._transition(ExecutionState.RUNNING)
             self.log.info("running")
-            if chain.sources:
-                self._run_source(chain)
-            else:
-                self._run_inputs(chain)
+            self._interrupter.open_window()
+            try:
+                if chain.sources:
+                    self._run_source(chain)
+                else:
+                    self._run_inputs(chain)
+            finally:
+                self._interrupter.close_window()
             if self._canceled.is_set():
                 raise TaskCanceledError("canceled")
             for w in self._writers:

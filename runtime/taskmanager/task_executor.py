@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 CANCEL_TIMEOUT_KEY = "task.cancellation.timeout.s"
 DEFAULT_CANCEL_TIMEOUT_S = 30.0
+CANCEL_INTERVAL_KEY = "task.cancellation.interval.s"
+DEFAULT_CANCEL_INTERVAL_S = 0.5  # grace for a cancelled task to stop by itself before its thread is interrupted
 
 
 class TaskExecutor(RpcEndpoint):
@@ -126,7 +128,14 @@ class TaskExecutor(RpcEndpoint):
         """Cancel a task and arm the watchdog (Flink: TaskCancelerWatchDog)."""
         task.cancel()
         timeout = float(task.tdd.config.get(CANCEL_TIMEOUT_KEY, DEFAULT_CANCEL_TIMEOUT_S))
+        interval = float(task.tdd.config.get(CANCEL_INTERVAL_KEY, DEFAULT_CANCEL_INTERVAL_S))
+        self.loop.call_later(min(interval, timeout), self._interrupt_if_running, task, interval)
         self.loop.call_later(timeout, self._check_cancelled, task, timeout)
+
+    def _interrupt_if_running(self, task: Task, interval: float) -> None:
+        """Flink's TaskInterrupter: a task still running `interval` after cancel gets an exception in its thread."""
+        if task.attempt_id in self.tasks and task.thread.is_alive() and task.interrupt():
+            task.log.info("still running %.1fs after being cancelled: interrupted its thread", interval)
 
     def _check_cancelled(self, task: Task, timeout: float) -> None:
         if task.attempt_id in self.tasks and task.thread.is_alive():

@@ -137,3 +137,37 @@ def test_task_stuck_in_user_code_does_not_keep_the_job_cancelling(mini_cluster: 
         client.get_job_execution_result(timeout=30)
     assert client.get_job_status() is JobStatus.CANCELED
     assert time.monotonic() - t0 < 8  # the 2 s watchdog, the process exit, the loss report
+
+
+def test_cancel_interrupts_user_code_busy_with_a_batch_and_keeps_the_task_manager(mini_cluster: MiniCluster) -> None:
+    """A map that takes a minute over its batch stops soon after cancel (Flink's TaskInterrupter);
+    the TaskManager is not given up and its slot serves the next job."""
+    from runtime.api.common import Configuration
+
+    conf = Configuration()
+    conf.set_string("task.cancellation.timeout.s", "20")  # the watchdog must not be what ends it
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+
+    def busy(x: int) -> int:
+        time.sleep(0.05)  # 1200 records in one batch: a minute of user code
+        return x
+
+    env.from_collection(list(range(1200))).map(busy).name("busy map").print()
+    client = mini_cluster.submit(env.get_job_graph("busy"))
+    (tm,) = mini_cluster.wait_for_task_managers(1, timeout=30)
+    deadline = time.monotonic() + 30
+    while any(t.slots_free for t in mini_cluster.task_managers()) or client.get_job_status() is not JobStatus.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    client.cancel()
+    with pytest.raises(JobExecutionError):
+        client.get_job_execution_result(timeout=15)  # well inside the 20 s watchdog
+    assert client.get_job_status() is JobStatus.CANCELED
+    assert [t.tm_id for t in mini_cluster.task_managers()] == [tm.tm_id]
+    os.kill(tm.pid, 0)  # still alive
+    env2 = StreamExecutionEnvironment.get_execution_environment()
+    env2.from_collection([1, 2, 3]).map(lambda x: x).print()
+    after = mini_cluster.submit(env2.get_job_graph("after"))
+    assert after.get_job_execution_result(timeout=30) is not None
+    assert [t.tm_id for t in mini_cluster.task_managers()] == [tm.tm_id]
