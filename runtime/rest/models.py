@@ -101,6 +101,14 @@ class TaskManagersList(RestModel):
 
 
 # --- jobs -------------------------------------------------------------------------------------
+class _Timespan(RestModel):
+    """Flink's start-time / end-time / duration, in ms (`end-time` is -1 while it runs)."""
+
+    start_time: int = Field(alias="start-time")
+    end_time: int = Field(alias="end-time")
+    duration: int
+
+
 class JobIdWithStatus(RestModel):
     id: str
     status: JobStatus
@@ -112,15 +120,12 @@ class JobIdsWithStatus(RestModel):
     jobs: list[JobIdWithStatus]
 
 
-class JobOverview(RestModel):
+class JobOverview(_Timespan):
     """Flink: JobDetails as listed by GET /jobs/overview (`end-time` is -1 while the job runs)."""
 
     jid: str
     name: str
     state: JobStatus
-    start_time: int = Field(alias="start-time")
-    end_time: int = Field(alias="end-time")
-    duration: int
 
 
 class MultipleJobsDetails(RestModel):
@@ -157,7 +162,7 @@ class ExceptionInfo(RestModel):
 BackpressureLevel = Literal["ok", "low", "high"]
 
 
-class SubtaskInfo(RestModel):
+class SubtaskInfo(_Timespan):
     """Flink: SubtaskExecutionAttemptDetailsInfo plus the subtask's backpressure."""
 
     subtask: int
@@ -166,16 +171,13 @@ class SubtaskInfo(RestModel):
     attempt_id: str = Field(alias="attempt-id")
     taskmanager_id: str | None = Field(None, alias="taskmanager-id")
     host: str | None = None
-    start_time: int = Field(alias="start-time")
-    end_time: int = Field(alias="end-time")
-    duration: int
     metrics: IOMetrics
     backpressure_ratio: float = Field(alias="backpressure-ratio")
     backpressure_level: BackpressureLevel = Field(alias="backpressure-level")
     failure: ExceptionInfo | None = None
 
 
-class VertexInfo(RestModel):
+class VertexInfo(_Timespan):
     """Flink: JobDetailsInfo.JobVertexDetailsInfo, with its subtasks inline."""
 
     id: str
@@ -184,9 +186,6 @@ class VertexInfo(RestModel):
     max_parallelism: int = Field(alias="maxParallelism")
     slot_sharing_group: str = Field(alias="slot-sharing-group")
     status: ExecutionState
-    start_time: int = Field(alias="start-time")
-    end_time: int = Field(alias="end-time")
-    duration: int
     tasks: dict[str, int]
     metrics: IOMetrics
     backpressure_ratio: float = Field(alias="backpressure-ratio")
@@ -194,15 +193,12 @@ class VertexInfo(RestModel):
     subtasks: list[SubtaskInfo]
 
 
-class JobDetails(RestModel):
+class JobDetails(_Timespan):
     """Flink: JobDetailsInfo."""
 
     jid: str
     name: str
     state: JobStatus
-    start_time: int = Field(alias="start-time")
-    end_time: int = Field(alias="end-time")
-    duration: int
     now: int
     timestamps: dict[str, int]
     vertices: list[VertexInfo]

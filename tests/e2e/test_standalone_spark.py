@@ -30,6 +30,7 @@ from runtime.deploy.spark_executor import (
     parse_executor_description,
 )
 from tests.e2e.standalone_spark import ROOT, StandaloneSpark, standalone_spark_cluster
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -52,17 +53,6 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def _wait_until(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def _delta_rows(path: Path) -> dict[tuple[int, int], tuple[int, int]]:
@@ -145,7 +135,7 @@ def test_session_cluster_on_standalone_spark_runs_the_main_job_on_two_executors(
     try:
         assert start.returncode == 0, start.stdout + start.stderr
         assert info is not None and info["url"].startswith("http://127.0.0.1:")
-        tms = _wait_until(lambda: (lambda t: t if len(t) == 2 else None)(_task_managers(info["url"], info["token"])), 300, "2 TaskManagers")
+        tms = wait_until(lambda: (lambda t: t if len(t) == 2 else None)(_task_managers(info["url"], info["token"])), 300, "2 TaskManagers")
         print(f"session cluster with 2 TaskManagers up in {time.monotonic() - started:.1f}s")
         tm_ids = sorted(_field(t, "tm_id", "id") for t in tms)
         tm_pids = [_field(t, "pid") for t in tms]
@@ -174,6 +164,6 @@ def test_session_cluster_on_standalone_spark_runs_the_main_job_on_two_executors(
     assert not _alive(info["pid"])
     # the driver is gone, so the master removes the application and the workers kill its executors;
     # their pyspark daemons and the TaskManagers in them follow
-    _wait_until(lambda: not any(_alive(p) for p in tm_pids), 60, f"TaskManager processes {tm_pids} to exit")
-    _wait_until(lambda: not _executor_processes(standalone), 60, "the session cluster's executors and their Python workers to exit")
+    wait_until(lambda: not any(_alive(p) for p in tm_pids), 60, f"TaskManager processes {tm_pids} to exit")
+    wait_until(lambda: not _executor_processes(standalone), 60, "the session cluster's executors and their Python workers to exit")
     assert standalone.status().returncode == 0, "the standalone cluster itself must outlive the session cluster"

@@ -5,13 +5,13 @@ import os
 import re
 import signal
 import stat
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.cluster.conftest import PROGRAM, SessionCluster, millrace, pid_alive, start_session_cluster, stop_session_cluster
 from tests.integration.cluster.programs.squares import reference
+from tests.waiting import wait_until
 
 
 def _job_id(stdout: str) -> str:
@@ -28,16 +28,6 @@ def _final_totals(path: Path) -> dict[int, int]:
     for r in rows:
         totals[r["key"]] = max(totals.get(r["key"], 0), r["total"])
     return totals
-
-
-def _wait(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _state(cluster: SessionCluster, job_id: str) -> str:
@@ -78,25 +68,25 @@ def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path
         jobs.append(_job_id(out.stdout))
     client = session_cluster.client()
     # all three run at the same time: the ResourceManager started a third TaskManager for them
-    _wait(lambda: all(_state(session_cluster, j) == "RUNNING" and _subtask_tms(session_cluster, j) for j in jobs), what="three jobs running")
+    wait_until(lambda: all(_state(session_cluster, j) == "RUNNING" and _subtask_tms(session_cluster, j) for j in jobs), what="three jobs running")
     assert len({tm for j in jobs for tm in _subtask_tms(session_cluster, j)}) == 3
-    _wait(lambda: all(_state(session_cluster, j) == "FINISHED" for j in jobs), what="three jobs finished")
+    wait_until(lambda: all(_state(session_cluster, j) == "FINISHED" for j in jobs), what="three jobs finished")
     for i in range(3):
         assert _final_totals(tmp_path / f"t{i}") == reference(80)
     # slots go back; the extra TaskManager is released after the idle timeout, the two stay
-    _wait(lambda: (lambda o: o["slots-available"] == o["slots-total"] == 2)(client.overview().model_dump(by_alias=True, mode="json")), what="idle TaskManager released")
+    wait_until(lambda: (lambda o: o["slots-available"] == o["slots-total"] == 2)(client.overview().model_dump(by_alias=True, mode="json")), what="idle TaskManager released")
 
 
 def test_detached_job_can_be_inspected_and_cancelled(session_cluster, tmp_path):
     out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "--detached", "-p", "1", "--records", "1000", "--sleep-ms", "50", "--output", str(tmp_path / "t"))
     assert out.returncode == 0, out.stdout + out.stderr
     job_id = _job_id(out.stdout)
-    _wait(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
+    wait_until(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
     info = session_cluster.cli("info", job_id)
     assert "RUNNING" in info.stdout and "on tm-" in info.stdout, info.stdout
     cancel = session_cluster.cli("cancel", job_id)
     assert cancel.returncode == 0, cancel.stderr
-    _wait(lambda: _state(session_cluster, job_id) == "CANCELED", what="cancelled")
+    wait_until(lambda: _state(session_cluster, job_id) == "CANCELED", what="cancelled")
     again = session_cluster.cli("cancel", job_id)
     assert again.returncode != 0 and "already ended" in again.stderr, again.stderr
 
@@ -121,14 +111,14 @@ def test_killed_task_manager_fails_only_the_jobs_on_it(session_cluster, tmp_path
     """Session-mode isolation: a lost TaskManager takes down the jobs with tasks on it, no others."""
     a = _job_id(session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "400", "--sleep-ms", "50", "--output", str(tmp_path / "a"), "--name", "victim").stdout)
     b = _job_id(session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "60", "--sleep-ms", "50", "--output", str(tmp_path / "b"), "--name", "bystander").stdout)
-    tms_a = _wait(lambda: _subtask_tms(session_cluster, a), what="victim running")
-    tms_b = _wait(lambda: _subtask_tms(session_cluster, b), what="bystander running")
+    tms_a = wait_until(lambda: _subtask_tms(session_cluster, a), what="victim running")
+    tms_b = wait_until(lambda: _subtask_tms(session_cluster, b), what="bystander running")
     assert not tms_a & tms_b, "the two jobs must not share a TaskManager for this test"
     victim_tm = next(iter(tms_a))
     pid = next(t.model_dump(by_alias=True, mode="json") for t in session_cluster.client().task_managers() if t.model_dump(by_alias=True, mode="json")["id"] == victim_tm)
     os.kill(int(pid.get("pid") or pid.get("hardware", {}).get("pid")), signal.SIGKILL)
-    _wait(lambda: _state(session_cluster, a) == "FAILED", timeout=30, what="victim failed")
-    _wait(lambda: _state(session_cluster, b) == "FINISHED", timeout=60, what="bystander finished")
+    wait_until(lambda: _state(session_cluster, a) == "FAILED", timeout=30, what="victim failed")
+    wait_until(lambda: _state(session_cluster, b) == "FINISHED", timeout=60, what="bystander finished")
     assert _final_totals(tmp_path / "b") == reference(60)
     exc = session_cluster.client().job_details(a).model_dump(by_alias=True, mode="json")
     assert victim_tm in str(exc), exc
@@ -136,7 +126,7 @@ def test_killed_task_manager_fails_only_the_jobs_on_it(session_cluster, tmp_path
 
 def test_stop_leaves_no_process_behind(tmp_path):
     cluster = start_session_cluster(tmp_path, "--taskmanagers", "1")
-    tm_pids = [int(t.model_dump(by_alias=True, mode="json").get("pid") or 0) for t in _wait(lambda: cluster.client().task_managers(), what="a TaskManager")]
+    tm_pids = [int(t.model_dump(by_alias=True, mode="json").get("pid") or 0) for t in wait_until(lambda: cluster.client().task_managers(), what="a TaskManager")]
     out = stop_session_cluster(cluster)
     assert out.returncode == 0 and "stopped" in out.stdout, out.stdout + out.stderr
     assert not pid_alive(cluster.pid)

@@ -9,14 +9,15 @@ import threading
 import time
 from pathlib import Path
 
-from dagster import DagsterInstance, asset, build_run_status_sensor_context, build_sensor_context, materialize
+from dagster import DagsterInstance, asset, build_sensor_context, materialize
 from deltalake import DeltaTable
 
 from pipelines.assets import user_minute_totals, windowed_sum_table
 from pipelines.definitions import asset_checks, defs
 from pipelines.jobs import live_activity, windowed_sum
 from pipelines.jobs import user_minute_totals as umt_program
-from pipelines.sensors import millrace_failure_sensor, windowed_sum_version_sensor
+from pipelines.sensors import windowed_sum_version_sensor
+from tests.pipelines_support import report_failed_run
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from runtime.api.common import Types
 from runtime.api.datastream import StreamExecutionEnvironment
@@ -112,12 +113,7 @@ def test_failed_job_is_reported_by_the_failure_sensor(tmp_path):
     instance = DagsterInstance.ephemeral()
     result = materialize([poisoned], resources=_resources(tmp_path), instance=instance, raise_on_error=False)
     assert not result.success
-    ctx = build_run_status_sensor_context(
-        sensor_name="millrace_failure_sensor", dagster_instance=instance,
-        dagster_run=result.dagster_run, dagster_event=result.get_run_failure_event(),
-    ).for_run_failure()
-    millrace_failure_sensor(ctx)
-    tags = instance.get_run_by_id(result.run_id).tags
+    tags = report_failed_run(instance, result)
     assert len(tags["millrace/failed_job_id"]) == 32 and tags["millrace/failed_job_status"] == "FAILED"
     assert "ValueError: record 7 is poisoned" in tags["millrace/failure_cause"]
 

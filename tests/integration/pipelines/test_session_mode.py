@@ -20,6 +20,7 @@ from pipelines.streaming import cancel_live_activity_job, submit_live_activity_j
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from runtime.api.datastream import StreamExecutionEnvironment
 from tests.integration.cluster.conftest import SessionCluster, start_session_cluster, stop_session_cluster
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +39,6 @@ def _session(cluster: SessionCluster, **kw) -> MillraceClusterResource:
 def _states(cluster: SessionCluster, name: str) -> dict[str, str]:
     jobs = [j.model_dump(by_alias=True, mode="json") for j in cluster.client().list_jobs()]
     return {j["jid"]: j["state"] for j in jobs if j["name"] == name}
-
-
-def _wait(predicate, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_assets_run_on_the_session_cluster(cluster, tmp_path):
@@ -83,7 +74,7 @@ def test_detached_streaming_job_outlives_the_run_and_is_cancelled_by_name(cluste
     first = submit_live_activity_job.execute_in_process(resources=res, run_config=cfg)
     assert first.success and time.monotonic() - t0 < 30  # returned while the job runs on
     job_id = first.output_for_node("submit_live_activity")
-    _wait(lambda: _states(cluster, "live-test").get(job_id) == "RUNNING", what="streaming job running")
+    wait_until(lambda: _states(cluster, "live-test").get(job_id) == "RUNNING", what="streaming job running")
     time.sleep(1.0)
     assert _states(cluster, "live-test")[job_id] == "RUNNING"  # still running after the Dagster run ended
 
@@ -110,7 +101,7 @@ def attached_endless(context, millrace: MillraceClusterResource) -> None:
 
 def test_interrupted_run_cancels_its_session_job(cluster):
     def interrupt_when_running() -> None:  # what terminating the run from the UI does to the step
-        _wait(lambda: "RUNNING" in _states(cluster, "attached-endless").values(), what="attached job running")
+        wait_until(lambda: "RUNNING" in _states(cluster, "attached-endless").values(), what="attached job running")
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGINT)
 

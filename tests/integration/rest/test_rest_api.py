@@ -6,7 +6,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,16 +20,7 @@ from runtime.deploy.remote import RestExecutor
 from runtime.graph.job_graph import JobGraph
 from runtime.rest.client import RestClusterClient, RestError
 from tests.integration.rest.conftest import TOKEN, RestCluster
-
-
-def _wait(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.waiting import wait_until
 
 
 def _raw(url: str, method: str = "GET", token: str | None = TOKEN, body: bytes | None = None) -> tuple[int, Any]:
@@ -69,7 +60,7 @@ def _slow_job(records: int = 100_000, parallelism: int = 2) -> JobGraph:
 
 def _cancel_and_wait(client: RestClusterClient, job_id: str) -> None:
     client.cancel_job(job_id)
-    _wait(lambda: _state(client, job_id) == "CANCELED", timeout=30, what="CANCELED")
+    wait_until(lambda: _state(client, job_id) == "CANCELED", timeout=30, what="CANCELED")
 
 
 # --- authentication ------------------------------------------------------------------------------
@@ -131,7 +122,7 @@ def test_running_job_is_listed_with_every_subtask_placed_and_records_growing(res
             subtasks = [st for v in d["vertices"] for st in v["subtasks"]]
             return d if subtasks and all(st["status"] == "RUNNING" for st in subtasks) else None
 
-        d = _wait(all_running, what="every subtask RUNNING")
+        d = wait_until(all_running, what="every subtask RUNNING")
         assert d["state"] == "RUNNING" and d["end-time"] == -1
         for v in d["vertices"]:
             assert v["status"] == "RUNNING" and v["tasks"]["RUNNING"] == v["parallelism"] == len(v["subtasks"])
@@ -143,8 +134,8 @@ def test_running_job_is_listed_with_every_subtask_placed_and_records_growing(res
         def map_records() -> int:
             return _dump(client.job_details(job_id))["vertices"][-1]["metrics"]["read-records"]
 
-        first = _wait(map_records, what="records arriving")
-        _wait(lambda: map_records() > first, timeout=20, what="records growing")
+        first = wait_until(map_records, what="records arriving")
+        wait_until(lambda: map_records() > first, timeout=20, what="records growing")
         assert any(j.jid == job_id and j.state == "RUNNING" and j.end_time == -1 for j in client.list_jobs())
         overview = _dump(client.overview())
         assert overview["jobs-running"] >= 1 and overview["slots-total"] - overview["slots-available"] >= 2
@@ -192,7 +183,7 @@ def test_backpressure_is_high_for_a_producer_feeding_a_slow_consumer(rest_cluste
             source = by_name["Source: fast source"] if "Source: fast source" in by_name else d["vertices"][0]
             return d if source["backpressure-level"] == "high" else None
 
-        d = _wait(levels, timeout=30, what="backpressure level high at the source")
+        d = wait_until(levels, timeout=30, what="backpressure level high at the source")
         source, consumer = d["vertices"][0], d["vertices"][1]
         st = source["subtasks"][0]
         assert st["backpressure-ratio"] > 0.5 and st["metrics"]["accumulated-backpressured-time"] > 0
@@ -247,7 +238,7 @@ def test_a_duplicate_job_id_is_400(rest_cluster: RestCluster) -> None:
     with pytest.raises(RestError) as info:
         client.submit_job(graph)
     assert info.value.status == 400 and "already submitted" in info.value.message
-    _wait(lambda: client.job_result(job_id).status.is_globally_terminal, what="job end")
+    wait_until(lambda: client.job_result(job_id).status.is_globally_terminal, what="job end")
 
 
 def test_garbage_user_code_fails_the_job_not_the_server(rest_cluster: RestCluster) -> None:
@@ -259,7 +250,7 @@ def test_garbage_user_code_fails_the_job_not_the_server(rest_cluster: RestCluste
     status, body = _raw(rest_cluster.url + "/jobs", "POST", body=json.dumps(graph).encode())
     assert status == 202, body
     job_id = body["jobid"]
-    result = _wait(lambda: (r := client.job_result(job_id)).status.is_globally_terminal and r, what="job end")
+    result = wait_until(lambda: (r := client.job_result(job_id)).status.is_globally_terminal and r, what="job end")
     assert result.status.value == "FAILED" and result.error is not None
     exc = _dump(client.job_exceptions(job_id))
     assert "could not instantiate operator" in exc["root-exception"] and "UnpicklingError" in exc["root-exception"]

@@ -5,7 +5,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from runtime.jobmanager.dispatcher import JobSubmissionError
 from runtime.jobmanager.job_master import JobMaster
 from runtime.rpc import messages as m
 from runtime.rpc.messages import ResourceProfile
+from tests.waiting import wait_until
 
 TM_LOG_LEVEL = os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING")
 
@@ -60,14 +61,6 @@ def cluster(**config: Any) -> Iterator[MiniCluster]:
         assert not _alive(provider.all_pids), f"TaskManager processes left behind: {_alive(provider.all_pids)}"
 
 
-def wait_until(what: str, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting until {what}")
-        time.sleep(0.05)
-
-
 def job(name: str, parallelism: int = 1, gate: Path | None = None, group: Any = None) -> JobGraph:
     """source -> map -> print; the map waits for `gate` to exist, so the job runs until the test opens it."""
     gate_path = str(gate) if gate is not None else None
@@ -97,12 +90,12 @@ def test_two_jobs_run_at_once_on_shared_slots_which_return_to_the_pool(tmp_path:
         gate = tmp_path / "open"
         first, second = c.submit(job("first", gate=gate)), c.submit(job("second", gate=gate))
         # both hold a slot at the same time
-        wait_until("both jobs hold their slot", lambda: free_slots(c) == 0)
+        wait_until(lambda: free_slots(c) == 0, timeout=30, what="both jobs hold their slot", interval=0.05)
         assert first.get_job_status() is JobStatus.RUNNING and second.get_job_status() is JobStatus.RUNNING
         gate.touch()
         assert first.wait_result_message(timeout=60).status is JobStatus.FINISHED
         assert second.wait_result_message(timeout=60).status is JobStatus.FINISHED
-        wait_until("the slots are free again", lambda: free_slots(c) == 2, timeout=10)
+        wait_until(lambda: free_slots(c) == 2, timeout=10, what="the slots are free again", interval=0.05)
         # and a third job reuses them: no TaskManager beyond the first two was ever started
         assert c.submit(job("third")).wait_result_message(timeout=60).status is JobStatus.FINISHED
         assert c.resource_manager._tm_seq == 2 and len(c.task_managers()) == 2
@@ -121,7 +114,7 @@ def test_idle_task_managers_are_released_after_the_timeout_and_the_minimum_stays
         c.wait_for_task_managers(1)
         assert c.submit(job("wide", parallelism=3)).wait_result_message(timeout=60).status is JobStatus.FINISHED
         assert c.resource_manager._tm_seq == 3
-        wait_until("idle TaskManagers are released down to the minimum", lambda: len(c.task_managers()) == 1, timeout=20)
+        wait_until(lambda: len(c.task_managers()) == 1, timeout=20, what="idle TaskManagers are released down to the minimum", interval=0.05)
         time.sleep(2.5)  # more than twice the timeout: the minimum is kept, nothing new started
         assert len(c.task_managers()) == 1 and c.resource_manager._tm_seq == 3
         assert len(c.provider.processes) == 1
@@ -131,7 +124,7 @@ def test_a_lost_task_manager_is_replaced_to_keep_the_minimum() -> None:
     with cluster(initial_task_managers=1, min_task_managers=1) as c:
         (tm,) = c.wait_for_task_managers(1)
         os.kill(tm.pid, signal.SIGKILL)
-        wait_until("a replacement registers", lambda: [t.tm_id for t in c.task_managers()] not in ([], [tm.tm_id]))
+        wait_until(lambda: [t.tm_id for t in c.task_managers()] not in ([], [tm.tm_id]), timeout=30, what="a replacement registers", interval=0.05)
         assert len(c.task_managers()) == 1
         assert c.submit(job("after-loss")).wait_result_message(timeout=60).status is JobStatus.FINISHED
 

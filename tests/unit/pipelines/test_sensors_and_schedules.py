@@ -9,7 +9,6 @@ import pytest
 from dagster import (
     DagsterInstance,
     Failure,
-    build_run_status_sensor_context,
     build_schedule_context,
     build_sensor_context,
     job,
@@ -20,7 +19,8 @@ from deltalake import write_deltalake
 
 from pipelines.definitions import defs
 from pipelines.schedules import DAILY_CRON, daily_tables_schedule
-from pipelines.sensors import millrace_failure_sensor, windowed_sum_version_sensor
+from pipelines.sensors import windowed_sum_version_sensor
+from tests.pipelines_support import report_failed_run
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from resources.millrace import SubmittedJob
 from runtime.api.common import Types
@@ -120,20 +120,11 @@ def test_failure_sensor_reports_the_millrace_job_and_its_cause():
     resource = MillraceClusterResource(provider="local", spark=SparkResource())
     result = millrace_job.execute_in_process(instance=instance, resources={"millrace": resource}, raise_on_error=False)
     assert not result.success
-    ctx = build_run_status_sensor_context(
-        sensor_name="millrace_failure_sensor", dagster_instance=instance,
-        dagster_run=result.dagster_run, dagster_event=result.get_run_failure_event(),
-    ).for_run_failure()
-    millrace_failure_sensor(ctx)
-    tags = instance.get_run_by_id(result.run_id).tags
+    tags = report_failed_run(instance, result)
     assert tags["millrace/failed_job_id"] == client.job_id
     assert tags["millrace/failed_job_status"] == "FAILED"
     assert "ValueError: record 7 is poisoned" in tags["millrace/failure_cause"]
 
     other = other_job.execute_in_process(instance=instance, raise_on_error=False)
-    ctx = build_run_status_sensor_context(
-        sensor_name="millrace_failure_sensor", dagster_instance=instance,
-        dagster_run=other.dagster_run, dagster_event=other.get_run_failure_event(),
-    ).for_run_failure()
-    millrace_failure_sensor(ctx)
-    assert not any(k.startswith("millrace/") for k in instance.get_run_by_id(other.run_id).tags)
+    other_tags = report_failed_run(instance, other)
+    assert not any(k.startswith("millrace/") for k in other_tags)
