@@ -37,15 +37,25 @@ class TaskManagerConfig(BaseModel):
     log_level: str = "INFO"
 
 
+# imported inside connector/operator functions (kept out of the client's import path), loaded up front here
+_LAZY_LIBRARIES = ("pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyarrow.compute", "deltalake")
+
+
 def _preload_operator_modules() -> None:
     """Import the API's operator and connector modules before any task arrives.
 
     Otherwise the first tasks of a fresh TaskManager import them from several task threads at
     once, and Python's import locks can raise `_DeadlockError` between modules that import each
-    other (seen as "could not instantiate operator 'Map'"). Costs ~0.15 s once per TaskManager.
+    other (seen as "could not instantiate operator 'Map'"). The same goes for the libraries the
+    connectors import lazily: two Delta sink subtasks opening at once on a fresh TaskManager saw
+    "cannot import name 'BuildInfo' from partially initialized module 'pyarrow.lib'". Costs
+    ~0.3 s once per TaskManager (pyarrow and deltalake ~0.1 s of it).
     """
     import importlib
     import pkgutil
+
+    for library in _LAZY_LIBRARIES:
+        importlib.import_module(library)
 
     import runtime.api.common  # noqa: F401
     import runtime.api.datastream  # noqa: F401
