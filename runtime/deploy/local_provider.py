@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from runtime.jobmanager.resource_provider import TaskManagerSpec
+from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
 from runtime.taskmanager.runner import CONFIG_ENV, TaskManagerConfig
 
 log = logging.getLogger(__name__)
@@ -19,9 +19,14 @@ class LocalProcessProvider:
 
     def __init__(self, log_level: str = "INFO") -> None:
         self.log_level = log_level
+        self.command = [sys.executable, "-m", "runtime.taskmanager.runner"]  # reads its config from CONFIG_ENV
         self.processes: dict[str, subprocess.Popen] = {}
         self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._on_terminated: TerminationHandler | None = None
+
+    def set_termination_handler(self, handler: TerminationHandler) -> None:
+        self._on_terminated = handler
 
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
         cfg = TaskManagerConfig(
@@ -32,10 +37,19 @@ class LocalProcessProvider:
         # slots are matched by; the operating system shares the CPUs
         env = dict(os.environ)
         env[CONFIG_ENV] = cfg.model_dump_json()  # env, not argv: the secret stays out of `ps`
-        proc = subprocess.Popen([sys.executable, "-m", "runtime.taskmanager.runner"], env=env, start_new_session=True)
+        proc = subprocess.Popen(self.command, env=env, start_new_session=True)
         with self._lock:
             self.processes[tm_id] = proc
+        threading.Thread(target=self._watch, args=(tm_id, proc), name=f"watch-{tm_id}", daemon=True).start()
         log.info("started TaskManager %s as process %d (%d slots, %s)", tm_id, proc.pid, spec.num_slots, spec.profile.describe())
+
+    def _watch(self, tm_id: str, proc: subprocess.Popen) -> None:
+        """Report a process that exits while still ours (released ones were popped first)."""
+        code = proc.wait()
+        with self._lock:
+            ours = self.processes.get(tm_id) is proc
+        if ours and self._on_terminated is not None:
+            self._on_terminated(tm_id, f"process {proc.pid} {describe_exit(code)}")
 
     def pid_of(self, tm_id: str) -> int | None:
         p = self.processes.get(tm_id)
@@ -78,3 +92,12 @@ class LocalProcessProvider:
                 proc.wait(5)
         for reaper in self._reapers:
             reaper.join(15)
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

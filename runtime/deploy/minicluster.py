@@ -44,6 +44,10 @@ class MiniClusterConfig(BaseModel):
         None, description="the largest TaskManager started for a slot sharing group's declared resources; a group "
         "asking for more fails its job. None: this machine's CPU count, half its memory as heap, a quarter as managed"
     )
+    start_retry_interval_s: float = Field(
+        3.0, gt=0, description="wait after a TaskManager failed to start, doubled per failure in a row (Flink: resourcemanager.start-worker.retry-interval)"
+    )
+    max_start_retry_interval_s: float = Field(60.0, gt=0, description="the longest wait between failing TaskManager starts")
     host: str = Field("127.0.0.1", description="JobManager bind address")
     port: int = Field(0, description="JobManager RPC port (0 = any free port)")
     heartbeat_interval_ms: int = 1000
@@ -106,6 +110,8 @@ class MiniCluster:
             initial_task_managers=cfg.initial_task_managers,
             min_task_managers=cfg.min_task_managers,
             idle_timeout_s=cfg.idle_timeout_s,
+            start_retry_interval_s=cfg.start_retry_interval_s,
+            max_start_retry_interval_s=cfg.max_start_retry_interval_s,
             task_manager_profile=default_tm,
             max_task_manager_profile=cfg.max_task_manager_profile or machine_task_manager_profile().max_with(default_tm),
         )

@@ -14,7 +14,7 @@ import os
 import threading
 from typing import Any, Iterator
 
-from runtime.jobmanager.resource_provider import TaskManagerSpec
+from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
 from runtime.taskmanager.runner import TaskManagerConfig
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,13 @@ def _spark_task_main(cfg_json: str, _partition: Iterator[Any]) -> Iterator[str]:
     yield f"{cfg.tm_id} pid {os.getpid()}: {cause}"
 
 
+def spark_failure_summary(e: BaseException, limit: int = 400) -> str:
+    """The telling line of a Spark job failure (a Py4J error starts with 'An error occurred while calling ...')."""
+    lines = [ln.strip(" :\t") for ln in str(e).splitlines() if ln.strip(" :\t")]
+    telling = next((ln for ln in lines if "Exception:" in ln or "Error:" in ln), lines[0] if lines else type(e).__name__)
+    return telling[:limit]
+
+
 def task_cpus(cpu_cores: float) -> int:
     """Whole CPUs Spark reserves for a TaskManager of `cpu_cores` (Spark counts task CPUs in integers)."""
     return max(1, math.ceil(cpu_cores - 1e-9))
@@ -69,6 +76,10 @@ class SparkProvider:
         self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._stage_profiles: dict[int, Any] = {}  # task CPUs -> pyspark ResourceProfile
+        self._on_terminated: TerminationHandler | None = None
+
+    def set_termination_handler(self, handler: TerminationHandler) -> None:
+        self._on_terminated = handler
 
     @staticmethod
     def job_group(tm_id: str) -> str:
@@ -90,8 +101,13 @@ class SparkProvider:
                 out = rdd.mapPartitions(fn).collect()
                 self.outcomes[tm_id] = out[0] if out else "ended"
             except Exception as e:  # noqa: BLE001 - cancelled on release, or the executor died
-                self.outcomes[tm_id] = f"Spark job ended: {type(e).__name__}"
-                log.info("Spark job of TaskManager %s ended: %s", tm_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+                summary = spark_failure_summary(e)
+                self.outcomes[tm_id] = f"Spark job ended: {summary}"
+                log.info("Spark job of TaskManager %s ended: %s", tm_id, summary)
+            with self._lock:
+                ours = self.threads.get(tm_id) is threading.current_thread()  # released ones were popped first
+            if ours and self._on_terminated is not None:
+                self._on_terminated(tm_id, f"its Spark task ended ({self.outcomes[tm_id]})")
 
         t = threading.Thread(target=submit, name=f"spark-tm-{tm_id}", daemon=True)
         with self._lock:

@@ -79,7 +79,7 @@ class JobMaster(RpcEndpoint):
     async def on_start(self) -> None:
         if self.status.state is not JobStatus.CREATED:
             return  # cancelled before it started
-        self.loop.call_later(self.slot_timeout_s, self._check_slot_timeout)
+        self.loop.call_later(self.slot_timeout_s, lambda: self.spawn(self._check_slot_timeout()))
         try:
             self._start_coordinators()
         except Exception as e:  # noqa: BLE001 - e.g. the sink's module cannot be imported here
@@ -123,13 +123,22 @@ class JobMaster(RpcEndpoint):
                     self.coordinators[op.node_id] = coord
                     self._coordinator_names[op.node_id] = op.name
 
-    def _check_slot_timeout(self) -> None:
-        if self.deployed or self.status.state.is_globally_terminal or self.status.state is not JobStatus.RUNNING:
+    async def _check_slot_timeout(self) -> None:
+        if self.deployed or self.status.state is not JobStatus.RUNNING:
+            return
+        why = "Give the cluster more TaskManagers/slots, lower the parallelism, or raise slot.request.timeout.s"
+        try:
+            supply: m.ResourceStatus = await self._rm.resource_status(m.Empty(), timeout=3)
+            if supply.last_start_failure:
+                # the cluster is trying and failing: that, not the job's size, is the cause
+                why = f"TaskManagers fail to start ({supply.start_failures} in a row); the last: {supply.last_start_failure}"
+        except Exception:  # noqa: BLE001 - the hint is optional; the timeout is not
+            pass
+        if self.deployed or self.status.state is not JobStatus.RUNNING:
             return
         err = NoResourceAvailableError(
             f"job {self.job_id} '{self.job_graph.job_name}' could not get its slots within {self.slot_timeout_s:.0f}s: "
-            f"it needs {self.slots_needed} slots and has {len(self.slot_pool)}. Give the cluster more TaskManagers/slots, "
-            "lower the parallelism, or raise slot.request.timeout.s"
+            f"it needs {self.slots_needed} slots and has {len(self.slot_pool)}. {why}"
         )
         self._fail_job(m.ErrorInfo.from_exception(err))
 

@@ -47,6 +47,11 @@ class ResourceManagerConfig(BaseModel):
     idle_timeout_s: float | None = Field(
         None, gt=0, description="release a TaskManager whose slots were all free this long, down to the minimum (None: never; Flink: resourcemanager.taskmanager-timeout)"
     )
+    start_retry_interval_s: float = Field(
+        3.0, gt=0, description="after a TaskManager failed to start, wait this long before starting another; doubled on "
+        "each further failure in a row (Flink: resourcemanager.start-worker.retry-interval)"
+    )
+    max_start_retry_interval_s: float = Field(60.0, gt=0, description="the longest wait between failing starts")
 
     @model_validator(mode="after")
     def _consistent(self) -> ResourceManagerConfig:
@@ -90,6 +95,12 @@ class ResourceManager(RpcEndpoint):
         self._unsubscribe: Any = lambda: None
         self._heartbeat_task: asyncio.Future | None = None
         self._check_task: asyncio.Future | None = None
+        # TaskManager starts that failed in a row (provider error, ended or silent before
+        # registering): starts back off until `_next_start_at`, and jobs short of slots are told why
+        self.start_failures = 0
+        self.last_start_failure: str | None = None
+        self._next_start_at = 0.0
+        provider.set_termination_handler(lambda tm_id, diagnostics: self.run_in_main_thread(self._worker_terminated, tm_id, diagnostics))
 
     async def on_start(self) -> None:
         self._unsubscribe = self.rpc.on_peer_lost(
@@ -104,6 +115,8 @@ class ResourceManager(RpcEndpoint):
             # session mode: TaskManagers up front, their slots' resources assigned when allocated
             log.info("[ResourceManager] starting %d initial TaskManagers", initial)
             for _ in range(initial):
+                if self.clock() < self._next_start_at:
+                    break  # failing: the periodic check starts the rest after the backoff (min_task_managers)
                 self._start_task_manager(self.slot_manager.default_shape)
         self._check_resources()
 
@@ -124,6 +137,7 @@ class ResourceManager(RpcEndpoint):
             log.warning("[ResourceManager] refused registration of %s: it was declared lost or released", msg.tm_id)
             return m.RegistrationResponse(accepted=False, reason=f"TaskManager {msg.tm_id} was declared lost or released; it must not come back")
         self.slot_manager.register(msg)
+        self.start_failures = 0
         log.info(
             "[ResourceManager] TaskManager %s registered: %d slots, %s in all, data %s:%d, pid %d%s",
             msg.tm_id, msg.num_slots, msg.resource_profile.describe(), msg.data_address.host, msg.data_address.port, msg.pid,
@@ -179,6 +193,35 @@ class ResourceManager(RpcEndpoint):
             log.exception("[ResourceManager] provider failed to release %s", tm_id)
         self._check_resources()  # below the minimum: a replacement
 
+    def _worker_terminated(self, tm_id: str, diagnostics: str) -> None:
+        """The provider saw a TaskManager's process or Spark task end without being released."""
+        if tm_id in self.slot_manager.pending_task_managers:
+            self._start_failed(tm_id, f"it ended before registering: {diagnostics}")
+            self._tm_lost(tm_id, f"it ended before registering: {diagnostics}")
+        else:
+            self._tm_lost(tm_id, diagnostics)
+
+    def _start_failed(self, tm_id: str, cause: str) -> None:
+        self.start_failures += 1
+        self.last_start_failure = f"TaskManager {tm_id} ({self.provider.describe(tm_id)}) failed to start: {cause}"
+        delay = min(self.config.start_retry_interval_s * 2 ** (self.start_failures - 1), self.config.max_start_retry_interval_s)
+        self._next_start_at = self.clock() + delay
+        log.error(
+            "[ResourceManager] %s; next TaskManager start in %.1fs (%d failed in a row)",
+            self.last_start_failure, delay, self.start_failures,
+        )
+
+    @rpc_method
+    async def resource_status(self, msg: m.Empty | None = None) -> m.ResourceStatus:
+        """Why slots may be short: TaskManager starts failing in a row, and the last cause."""
+        return m.ResourceStatus(
+            task_managers=len(self.slot_manager.task_managers),
+            pending_task_managers=len(self.slot_manager.pending_task_managers),
+            free_slots=self.slot_manager.free_slots,
+            start_failures=self.start_failures,
+            last_start_failure=self.last_start_failure if self.start_failures else None,
+        )
+
     async def _notify_lost(self, jm: Any, msg: m.TaskManagerLost) -> None:
         try:
             await jm.disconnect_task_manager(msg, timeout=10)
@@ -198,8 +241,9 @@ class ResourceManager(RpcEndpoint):
                 self.spawn(self._heartbeat(tm_id))
             for tm_id, pending in list(self.slot_manager.pending_task_managers.items()):
                 if now - pending.requested_at > self.config.tm_registration_timeout_s:
-                    log.warning("[ResourceManager] TaskManager %s did not register in %.0fs", tm_id, self.config.tm_registration_timeout_s)
-                    self._tm_lost(tm_id, "did not register in time")
+                    cause = f"it did not register within {self.config.tm_registration_timeout_s:.0f}s"
+                    self._start_failed(tm_id, cause)
+                    self._tm_lost(tm_id, cause)
 
     async def _check_loop(self) -> None:
         """Periodic re-check: idle timeouts expire, and a failed TaskManager start is retried."""
@@ -246,7 +290,7 @@ class ResourceManager(RpcEndpoint):
     def _check_resources(self) -> None:
         if self._stopping:
             return
-        decision = self.slot_manager.check()
+        decision = self.slot_manager.check(may_start=self.clock() >= self._next_start_at)
         for a in decision.allocations:
             self.spawn(self._request_slot(a))
         for tm_id in decision.release:
@@ -259,6 +303,8 @@ class ResourceManager(RpcEndpoint):
             )
             self._release_now(tm_id, f"idle for {idle_s:.1f}s")
         for shape in decision.start:
+            if self.clock() < self._next_start_at:
+                break  # the one before failed: back off
             self._start_task_manager(shape)
 
     def _start_task_manager(self, shape: TaskManagerShape) -> None:
@@ -274,8 +320,8 @@ class ResourceManager(RpcEndpoint):
         )
         try:
             self.provider.start_task_manager(tm_id, spec)
-        except Exception as e:  # noqa: BLE001 - retried by the periodic check; jobs time out waiting and say why
-            log.error("[ResourceManager] could not start TaskManager %s: %s", tm_id, e)
+        except Exception as e:  # noqa: BLE001 - retried by the periodic check after a backoff; jobs time out waiting and say why
+            self._start_failed(tm_id, f"{type(e).__name__}: {e}")
             self.slot_manager.pending_task_managers.pop(tm_id, None)
 
     async def _request_slot(self, a: Allocation) -> None:

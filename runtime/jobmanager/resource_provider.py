@@ -1,6 +1,7 @@
 """Where TaskManagers come from (Flink: ResourceManagerDriver). Implementations live in runtime/deploy/."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel, Field
@@ -26,8 +27,17 @@ class TaskManagerSpec(BaseModel):
         return self.num_slots
 
 
+# (tm_id, diagnostics): a TaskManager the provider started has ended without being released
+# (Flink: ResourceEventHandler.onWorkerTerminated). Called from any thread.
+TerminationHandler = Callable[[str, str], None]
+
+
 class ResourceProvider(Protocol):
     name: str
+
+    def set_termination_handler(self, handler: TerminationHandler) -> None:
+        """Report TaskManagers whose process or Spark task ended on its own (crash, start failure)."""
+        ...
 
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
         """Start one TaskManager that will register under `tm_id` (asynchronous)."""

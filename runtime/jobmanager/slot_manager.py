@@ -321,8 +321,12 @@ class SlotManager:
         return TaskManagerShape(total.min_with(limit) if limit is not None else total, 1)
 
     # decisions --------------------------------------------------------------------------------
-    def check(self) -> ResourceDecision:
-        """Match free slots to missing requirements; say which TaskManagers to start and release."""
+    def check(self, may_start: bool = True) -> ResourceDecision:
+        """Match free slots to missing requirements; say which TaskManagers to start and release.
+
+        `may_start` False (starts are backing off after failures): start nothing, and release no
+        idle TaskManager to make room for one.
+        """
         decision = ResourceDecision()
         entries = self._entries_in_match_order()
         for req, entry in entries:
@@ -364,6 +368,8 @@ class SlotManager:
         existing = len(self.task_managers) + len(self.pending_task_managers)
         wanted += [self.default_shape] * max(0, self.min_task_managers - existing - len(wanted))
 
+        if not may_start:
+            wanted = []
         if self.max_task_managers is not None:
             room = self.max_task_managers - existing
             if len(wanted) > room:

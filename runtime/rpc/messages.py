@@ -273,6 +273,16 @@ class Empty(Message):
 
 
 # --- JobMaster <-> ResourceManager ------------------------------------------------------------
+class ResourceStatus(Message):
+    """The ResourceManager's view of supply: told to a job that could not get its slots."""
+
+    task_managers: int
+    pending_task_managers: int
+    free_slots: int
+    start_failures: int = Field(0, description="TaskManager starts that failed in a row")
+    last_start_failure: str | None = None
+
+
 class ResourceRequirement(Message):
     """`count` slots for one slot sharing group; `profile` None is the UNKNOWN profile, matched by any slot."""
 

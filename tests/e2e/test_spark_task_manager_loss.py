@@ -55,3 +55,27 @@ def test_killed_spark_task_manager_fails_job_within_5s_and_leaves_nothing(spark)
             [t.pid for t in tms if _alive(t.pid)], spark.sparkContext.statusTracker().getActiveJobsIds()
         )
         time.sleep(0.2)
+
+
+def test_a_task_manager_whose_spark_task_fails_before_registering_is_reported_with_the_cause(spark) -> None:
+    import queue
+    import socket
+
+    from runtime.deploy.spark_provider import SparkProvider
+    from runtime.jobmanager.resource_provider import TaskManagerSpec
+
+    with socket.socket() as s:  # a port nobody listens on: the TaskManager cannot reach its JobManager
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    reports: queue.Queue[tuple[str, str]] = queue.Queue()
+    provider = SparkProvider(spark, log_level="WARNING")
+    provider.set_termination_handler(lambda tm_id, diagnostics: reports.put((tm_id, diagnostics)))
+    try:
+        provider.start_task_manager("tm-unreachable", TaskManagerSpec(jm_host="127.0.0.1", jm_port=closed_port, secret="s"))
+        tm_id, diagnostics = reports.get(timeout=90)
+        assert tm_id == "tm-unreachable"
+        assert "its Spark task ended" in diagnostics and "ConnectionRefusedError" in diagnostics, diagnostics
+        assert "An error occurred while calling" not in diagnostics  # the telling line, not Py4J's preamble
+    finally:
+        provider.close()
+    assert reports.empty()

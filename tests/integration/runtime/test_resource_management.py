@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -195,3 +196,67 @@ def test_a_job_needing_more_slots_than_the_cluster_can_ever_offer_is_refused_at_
         assert jg.job_id not in c.dispatcher.jobs and c.resource_manager._tm_seq == 0
         # one that fits is accepted
         assert c.submit(job("fits", parallelism=2)).wait_result_message(timeout=60).status is JobStatus.FINISHED
+
+
+# --- TaskManagers that fail to start --------------------------------------------------------------
+class FailingStartProvider(RecordingProvider):
+    """Refuses every start (as a Spark cluster that is down would) until `healthy` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts: list[float] = []
+        self.healthy = threading.Event()
+
+    def start_task_manager(self, tm_id: str, spec: Any) -> None:
+        self.attempts.append(time.monotonic())
+        if not self.healthy.is_set():
+            raise ConnectionRefusedError("the cluster manager is unreachable")
+        super().start_task_manager(tm_id, spec)
+
+
+def test_failing_task_manager_starts_back_off_and_recover_once_starts_work() -> None:
+    provider = FailingStartProvider()
+    config = MiniClusterConfig(
+        provider="local", tm_log_level=TM_LOG_LEVEL, min_task_managers=1, heartbeat_interval_ms=50,
+        start_retry_interval_s=0.2, max_start_retry_interval_s=0.8,
+    )
+    c = MiniCluster(config, provider=provider).start()
+    try:
+        time.sleep(3.0)
+        # 0.2, 0.4, 0.8, 0.8 ... s apart: about 5 tries in 3 s, where a retry per check would be 60
+        assert 3 <= len(provider.attempts) <= 8, provider.attempts
+        gaps = [b - a for a, b in zip(provider.attempts, provider.attempts[1:])]
+        assert all(g >= 0.15 for g in gaps) and max(gaps) >= 0.7, gaps
+        rm = c.resource_manager
+        assert rm.start_failures == len(provider.attempts) and "the cluster manager is unreachable" in (rm.last_start_failure or "")
+        provider.healthy.set()
+        c.wait_for_task_managers(1)
+        assert rm.start_failures == 0  # a registration resets the backoff
+        assert c.submit(job("after-recovery")).wait_result_message(timeout=60).status is JobStatus.FINISHED
+    finally:
+        c.close()
+        assert not _alive(provider.all_pids)
+
+
+def test_a_task_manager_dying_before_it_registers_is_noticed_at_once_and_the_waiting_job_says_why() -> None:
+    provider = RecordingProvider()
+    provider.command = [sys.executable, "-c", "import sys; sys.exit(3)"]  # e.g. a broken Python on the executors
+    config = MiniClusterConfig(
+        provider="local", tm_log_level=TM_LOG_LEVEL, start_retry_interval_s=0.2, max_start_retry_interval_s=0.4,
+    )
+    c = MiniCluster(config, provider=provider).start()
+    try:
+        jg = job("starved")
+        jg.config["slot.request.timeout.s"] = "4"
+        t0 = time.monotonic()
+        result = c.submit(jg).wait_result_message(timeout=60)
+        assert result.status is JobStatus.FAILED
+        # well before the 120 s registration timeout, each death counted as a failed start
+        assert c.resource_manager.start_failures >= 3
+        assert time.monotonic() - t0 < 30
+        message = result.error.message
+        assert "could not get its slots within 4s" in message
+        assert "TaskManagers fail to start" in message and "ended before registering" in message and "exited with code 3" in message
+    finally:
+        c.close()
+        assert not _alive(provider.all_pids)

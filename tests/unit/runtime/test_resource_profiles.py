@@ -316,3 +316,23 @@ def test_resource_manager_config_rejects_a_default_task_manager_above_the_maximu
         ResourceManagerConfig(slots_per_tm=4, max_task_manager_profile=P(cpu_cores=2, task_heap_mb=8192, managed_memory_mb=8192))
     with pytest.raises(ConfigurationError, match="min_task_managers"):
         ResourceManagerConfig(min_task_managers=3, max_task_managers=2)
+
+
+def test_while_starts_back_off_nothing_is_started_and_no_idle_task_manager_is_reclaimed() -> None:
+    sm = SlotManager(slots_per_tm=1, max_task_managers=1, min_task_managers=1, max_task_manager_profile=P(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024))
+    _register(sm, "default-tm")
+    sm.declare("job", "jm", [_req(1, P(cpu_cores=2, task_heap_mb=0, managed_memory_mb=0), "heavy")])
+    d = sm.check(may_start=False)
+    # releasing the idle one now would leave the cluster with neither it nor its replacement
+    assert d.start == [] and d.release == []
+    assert sm.check().release == ["default-tm"]
+
+
+def test_idle_timeouts_still_release_while_starts_back_off() -> None:
+    clock = FakeClock()
+    sm = SlotManager(slots_per_tm=1, idle_timeout_s=10.0, clock=clock)
+    _register(sm, "tm0")
+    sm.declare("other", "jm", [_req(1, P(cpu_cores=64, task_heap_mb=0, managed_memory_mb=0), "huge")])
+    clock.now += 11
+    d = sm.check(may_start=False)
+    assert d.start == [] and d.release == ["tm0"]
