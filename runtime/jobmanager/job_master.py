@@ -206,7 +206,7 @@ class JobMaster(RpcEndpoint):
             ex.failure_info = msg.error
             self._on_task_failed(ev, msg.error or m.ErrorInfo(type_name="UnknownError", message="task failed", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.CANCELED and self.status.state is JobStatus.RUNNING:
-            self._on_task_failed(ev, m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
+            self._on_task_failed(ev, msg.error or m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.FINISHED and self.status.state is JobStatus.RUNNING:
             if all(v.execution_state is ExecutionState.FINISHED for v in self.eg.all_vertices()):
                 self.spawn(self._finish_job())

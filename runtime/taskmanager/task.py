@@ -19,6 +19,7 @@ from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeployment
 from runtime.rpc.messages import ErrorInfo, OperatorEventMessage, TaskExecutionStateUpdate, TaskMetricsSnapshot
 from runtime.taskmanager.interrupt import TaskInterrupter
 from runtime.taskmanager.mailbox import TaskMailbox
+from runtime.taskmanager.network.errors import PartitionReleasedError
 from runtime.taskmanager.network.partition import estimate_nbytes
 from runtime.taskmanager.operator_chain import OperatorChain
 
@@ -207,14 +208,19 @@ class Task:
         except BaseException as e:  # noqa: BLE001 - every failure becomes FAILED or CANCELED
             if chain is not None:
                 chain.close()
+            # an input released under us means its producer was canceled, and this task will be
+            # too: cancellation, not failure (Flink: CancelTaskException from a released channel)
+            canceled = self._canceled.is_set() or isinstance(e, PartitionReleasedError)
             for p in self._partitions:
-                if self._canceled.is_set():
+                if canceled:
                     self._quietly(p.release)
                 else:
                     self._quietly(p.fail, e)  # consumers learn that their producer failed
-            if self._canceled.is_set():
-                self._transition(ExecutionState.CANCELED)
-                self.log.info("canceled")
+            if canceled:
+                # the cause travels along: a job still RUNNING fails with it (canceled unexpectedly)
+                released = None if self._canceled.is_set() else ErrorInfo.from_exception(e, task=self.tdd.task_name_with_subtask, task_manager=self.tm_id)
+                self._transition(ExecutionState.CANCELED, released)
+                self.log.info("canceled%s", f" ({e})" if released else "")
             else:
                 op = getattr(e, "__millrace_operator__", None)
                 info = ErrorInfo.from_exception(e, task=self.tdd.task_name_with_subtask, operator=op, task_manager=self.tm_id)

@@ -13,8 +13,9 @@ from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.operators.base import StreamOperator
 from runtime.core.errors import JobExecutionError
 from runtime.core.records import RecordBatch
-from runtime.core.states import JobStatus
+from runtime.core.states import ExecutionState, JobStatus
 from runtime.deploy.minicluster import MiniCluster
+from tests.waiting import wait_until
 
 
 class _Discard(StreamOperator):
@@ -171,3 +172,32 @@ def test_cancel_interrupts_user_code_busy_with_a_batch_and_keeps_the_task_manage
     after = mini_cluster.submit(env2.get_job_graph("after"))
     assert after.get_job_execution_result(timeout=30) is not None
     assert [t.tm_id for t in mini_cluster.task_managers()] == [tm.tm_id]
+
+
+def test_cancel_ends_every_subtask_canceled_not_failed(shared_cluster: MiniCluster) -> None:
+    """A consumer whose producer was canceled (its partition released) before its own cancel
+    arrived is canceled too (Flink: CancelTaskException), not FAILED under a CANCELED job."""
+    from runtime.api.common import WatermarkStrategy
+    from runtime.api.connectors.generator import DataGeneratorSource
+    from runtime.rpc import messages as m
+
+    for attempt in range(3):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        numbers = env.from_source(DataGeneratorSource(lambda i: i, 10**9, batch_size=100), WatermarkStrategy.no_watermarks(), "numbers")
+        numbers.key_by(lambda x: x % 7).map(lambda x: x + 1).name("keyed map").rebalance().map(lambda x: x).name("tail").print()
+        client = shared_cluster.submit(env.get_job_graph(f"cancel-all-{attempt}"))
+        wait_until(lambda: client.get_job_status() is JobStatus.RUNNING, timeout=30, what="the job runs", interval=0.05)
+        details = lambda: shared_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id))  # noqa: E731
+        wait_until(
+            lambda: all(s.state is ExecutionState.RUNNING for v in details().vertices for s in v.subtasks),
+            timeout=30, what="every subtask runs", interval=0.05,
+        )
+        time.sleep(0.3)
+        client.cancel()
+        with pytest.raises(JobExecutionError):
+            client.get_job_execution_result(timeout=30)
+        final = details()
+        assert final.status is JobStatus.CANCELED
+        states = {(v.name, s.subtask_index): s.state for v in final.vertices for s in v.subtasks}
+        assert set(states.values()) == {ExecutionState.CANCELED}, states
