@@ -137,7 +137,7 @@ class ResourceManager(RpcEndpoint):
             log.warning("[ResourceManager] refused registration of %s: it was declared lost or released", msg.tm_id)
             return m.RegistrationResponse(accepted=False, reason=f"TaskManager {msg.tm_id} was declared lost or released; it must not come back")
         self.slot_manager.register(msg)
-        self.start_failures = 0
+        self.start_failures, self._next_start_at = 0, 0.0  # starts work again: no more backoff
         log.info(
             "[ResourceManager] TaskManager %s registered: %d slots, %s in all, data %s:%d, pid %d%s",
             msg.tm_id, msg.num_slots, msg.resource_profile.describe(), msg.data_address.host, msg.data_address.port, msg.pid,
@@ -196,10 +196,9 @@ class ResourceManager(RpcEndpoint):
     def _worker_terminated(self, tm_id: str, diagnostics: str) -> None:
         """The provider saw a TaskManager's process or Spark task end without being released."""
         if tm_id in self.slot_manager.pending_task_managers:
-            self._start_failed(tm_id, f"it ended before registering: {diagnostics}")
-            self._tm_lost(tm_id, f"it ended before registering: {diagnostics}")
-        else:
-            self._tm_lost(tm_id, diagnostics)
+            diagnostics = f"it ended before registering: {diagnostics}"
+            self._start_failed(tm_id, diagnostics)
+        self._tm_lost(tm_id, diagnostics)
 
     def _start_failed(self, tm_id: str, cause: str) -> None:
         self.start_failures += 1
