@@ -277,12 +277,16 @@ class MillraceClusterResource(ConfigurableResource):
                     last_progress = now
                     last_records = self._log_progress(logger, tag, job, status, last_records)
                 time.sleep(0.25)
-            self._log_transitions(logger, tag, job)
+            error: JobExecutionError | None = None
             try:
                 result = job.client.get_job_execution_result(timeout=60)
             except JobExecutionError as e:
-                cause = getattr(e, "cause_info", None)
-                cause_text = cause.describe() if cause is not None else str(e).split("\n", 1)[0]
+                error = e
+            # only now: fetching the result waits for the status watcher's last transitions
+            self._log_transitions(logger, tag, job)
+            if error is not None:
+                cause = getattr(error, "cause_info", None)
+                cause_text = cause.describe() if cause is not None else str(error).split("\n", 1)[0]
                 status_now = _status_or(job.client, JobStatus.FAILED)
                 logger.error(f"{tag} {status_now.name}: {cause_text}")
                 raise Failure(
@@ -291,9 +295,9 @@ class MillraceClusterResource(ConfigurableResource):
                         FAILURE_JOB_ID: job.job_id,
                         FAILURE_JOB_NAME: job.job_name,
                         FAILURE_STATUS: status_now.name,
-                        FAILURE_CAUSE: MetadataValue.text(str(e)),
+                        FAILURE_CAUSE: MetadataValue.text(str(error)),
                     },
-                ) from e
+                ) from error
         except Failure:
             raise
         except BaseException as e:  # noqa: BLE001 - interrupted (run terminated), timed out, or lost the cluster

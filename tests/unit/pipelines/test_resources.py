@@ -176,6 +176,23 @@ def test_wait_logs_transitions_and_summarizes_the_run():
     assert client.closed and client.cancels == 0
 
 
+def test_the_final_transition_is_logged_even_when_the_status_watcher_delivers_it_late():
+    """The job's status poll can see FINISHED before the client's watcher thread has passed it on;
+    fetching the result waits for the watcher, so the transition is logged after that."""
+    graph = _job_graph()
+    client = FakeJobClient(statuses=[JobStatus.FINISHED])
+    job = SubmittedJob(client, graph, detached=False)
+
+    def result_after_the_watcher_delivers() -> JobExecutionResult:
+        job.listener(client.job_id, JobStatus.FINISHED, None)
+        return _result(graph, client.job_id)
+
+    client.result = result_after_the_watcher_delivers
+    ctx = FakeContext()
+    _resource().wait(job, context=ctx)
+    assert f"Millrace job {client.job_id} 'tiny' -> FINISHED" in ctx.log.text()
+
+
 def test_failed_job_raises_failure_with_job_id_and_cause():
     graph = _job_graph()
     client = FakeJobClient(statuses=[JobStatus.RUNNING, JobStatus.FAILED])
