@@ -178,4 +178,6 @@ class EndOfPartition:
 
 END_OF_PARTITION = EndOfPartition()
 
-StreamElement = RecordBatch | Watermark | EndOfPartition
+from runtime.core.checkpoint import CheckpointBarrier  # noqa: E402 - in-band like the others
+
+StreamElement = RecordBatch | Watermark | EndOfPartition | CheckpointBarrier

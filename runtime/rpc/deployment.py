@@ -42,6 +42,14 @@ class InputGateDeploymentDescriptor(_Model):
     channels: list[InputChannelDeploymentDescriptor]
 
 
+class TaskRestore(_Model):
+    """Where a restarted or restored task finds its state (Flink: JobManagerTaskRestore)."""
+
+    checkpoint_id: int
+    # operator_state_id -> state files (relative to checkpoint_dir) of every subtask of that operator
+    operator_files: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class TaskDeploymentDescriptor(_Model):
     job_id: str
     job_name: str
@@ -57,6 +65,8 @@ class TaskDeploymentDescriptor(_Model):
     produced_partitions: list[ResultPartitionDeploymentDescriptor] = Field(default_factory=list)
     input_gates: list[InputGateDeploymentDescriptor] = Field(default_factory=list)
     config: dict[str, str] = Field(default_factory=dict)
+    checkpoint_dir: str | None = None  # root of the job's checkpoint table: where state files go
+    task_restore: TaskRestore | None = None
 
     @property
     def task_name_with_subtask(self) -> str:

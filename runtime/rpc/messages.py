@@ -216,6 +216,60 @@ class OperatorEventMessage(Message):
     payload: bytes  # cloudpickle of the event object
 
 
+# --- checkpoints (JobMaster <-> TaskExecutor) ------------------------------------------------
+class StateFileHandle(Message):
+    """A state file a task wrote for a checkpoint (path relative to the checkpoint table root)."""
+
+    path: str
+    size: int
+    rows: int
+    operator_ids: list[str]  # operator_state_id of every operator with rows in the file
+
+
+class TaskStateSnapshot(Message):
+    files: list[StateFileHandle] = Field(default_factory=list)
+    # operator_state_id -> cloudpickle of that subtask's committables (two-phase-commit sinks)
+    committables: dict[str, bytes] = Field(default_factory=dict)
+
+    @property
+    def state_size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+class TriggerCheckpoint(Message):
+    job_id: str
+    execution_attempt_id: str
+    checkpoint_id: int
+    timestamp_ms: int
+    mode: str = "EXACTLY_ONCE"
+
+
+class AcknowledgeCheckpoint(Message):
+    job_id: str
+    execution_attempt_id: str
+    checkpoint_id: int
+    state: TaskStateSnapshot = Field(default_factory=TaskStateSnapshot)
+    sync_ms: int = 0
+    async_ms: int = 0
+    alignment_ms: int = 0
+
+
+class DeclineCheckpoint(Message):
+    job_id: str
+    execution_attempt_id: str
+    checkpoint_id: int
+    reason: str
+
+
+class NotifyCheckpoint(Message):
+    """JobMaster -> task: checkpoint complete (True) or aborted (False)."""
+
+    job_id: str
+    execution_attempt_id: str
+    checkpoint_id: int
+    completed: bool
+
+
 # --- Client <-> Dispatcher --------------------------------------------------------------------
 class SubmitJob(Message):
     job_graph_json: str

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.records import MIN_TIMESTAMP, RecordBatch, Watermark
 
@@ -97,6 +98,20 @@ class StreamOperator:
     def close(self) -> None:
         """Release resources; called on success and on failure/cancel."""
 
+    # state and checkpoints (see runtime.core.checkpoint for the contract) -----------------------
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        """After setup, before open: restore from `context` (empty on a fresh start)."""
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
+        """Synchronous part of a checkpoint, on the task thread: cheap copies only. None: no state."""
+        return None
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` (and every earlier one) is complete and durable."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` was discarded (timeout, decline, failure)."""
+
     # data ----------------------------------------------------------------------------------
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         raise NotImplementedError
@@ -157,6 +172,14 @@ class OperatorCoordinator(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # checkpoint hooks (optional: the JobMaster calls them only where a coordinator defines them)
+    # def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None
+    #     checkpoint `checkpoint_id` is durable; `committables` are the operator subtasks' (all
+    #     subtasks, in subtask order) -- a two-phase-commit sink commits them here.
+    # def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any]) -> None
+    #     the job (or a region) restarts from `checkpoint_id` (None: from scratch); committables of
+    #     that checkpoint that were never committed must be committed now.
 
 
 class OperatorCoordinatorProvider(Protocol):
