@@ -66,7 +66,7 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     _J.CREATED: frozenset({_J.RUNNING, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED}),
     _J.RUNNING: frozenset({_J.FINISHED, _J.FAILING, _J.CANCELLING, _J.RESTARTING}),
     _J.FAILING: frozenset({_J.FAILED, _J.RESTARTING, _J.CANCELLING}),
-    _J.RESTARTING: frozenset({_J.RUNNING, _J.CREATED, _J.FAILED, _J.CANCELLING, _J.CANCELED}),
+    _J.RESTARTING: frozenset({_J.RUNNING, _J.CREATED, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED}),
     _J.CANCELLING: frozenset({_J.CANCELED, _J.FAILED}),
     _J.FINISHED: frozenset(),
     _J.FAILED: frozenset(),

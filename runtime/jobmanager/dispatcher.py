@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 from dataclasses import dataclass, field
 
 import cloudpickle
@@ -198,6 +199,24 @@ class Dispatcher(RpcEndpoint):
             raise UnknownJobError(f"job {msg.job_id} has no coordinator for operator {msg.node_id}")
         response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
         return m.CoordinationResponse(payload=cloudpickle.dumps(response))
+
+    async def _from_job_master(self, msg: m.JobIdMessage, method: str) -> Any:
+        """A running job's view from its JobMaster's thread; an ended job's from its archive."""
+        entry = self._entry(msg.job_id)
+        if entry.result is None:
+            try:
+                return await getattr(self.rpc.gateway(entry.job_master.endpoint_id), f"request_{method}")(m.Empty(), timeout=10)
+            except Exception as e:  # noqa: BLE001 - just ended or not serving yet: the archive below
+                log.debug("[Dispatcher] job %s: %s from its JobMaster failed: %s", msg.job_id, method, e)
+        return getattr(entry.job_master, method)()
+
+    @rpc_method
+    async def request_job_exceptions(self, msg: m.JobIdMessage) -> m.JobExceptionsMessage:
+        return await self._from_job_master(msg, "job_exceptions")
+
+    @rpc_method
+    async def request_checkpoint_statistics(self, msg: m.JobIdMessage) -> m.CheckpointStatisticsMessage:
+        return await self._from_job_master(msg, "checkpoint_statistics")
 
     @rpc_method
     async def request_job_details(self, msg: m.JobIdMessage) -> m.JobDetailsMessage:

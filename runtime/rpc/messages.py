@@ -270,6 +270,35 @@ class NotifyCheckpoint(Message):
     completed: bool
 
 
+class ExceptionHistoryEntryMessage(Message):
+    timestamp_ms: int
+    error: ErrorInfo
+    restarted_tasks: int = 0
+    global_failure: bool = False
+    concurrent: list[ErrorInfo] = Field(default_factory=list)
+
+
+class JobExceptionsMessage(Message):
+    """Failures and restarts of a job (Flink: /jobs/{id}/exceptions)."""
+
+    job_id: str
+    root_exception: ErrorInfo | None = None
+    num_restarts: int = 0
+    restart_strategy: str = ""
+    entries: list[ExceptionHistoryEntryMessage] = Field(default_factory=list)
+
+
+class CheckpointStatisticsMessage(Message):
+    """Checkpoint counts, latest and history (Flink: /jobs/{id}/checkpoints); the statistics as JSON."""
+
+    job_id: str
+    enabled: bool
+    interval_ms: int = 0
+    mode: str = ""
+    path: str | None = None
+    statistics_json: str = "{}"
+
+
 # --- Client <-> Dispatcher --------------------------------------------------------------------
 class SubmitJob(Message):
     job_graph_json: str

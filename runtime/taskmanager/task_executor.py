@@ -246,7 +246,11 @@ class TaskExecutor(RpcEndpoint):
         def send_event(event: m.OperatorEventMessage) -> None:
             jm.call_sync("send_operator_event", event, timeout=60)
 
-        task = Task(tdd, self.network, self.tm_id, report, send_event, self._task_terminal)
+        def checkpoint_response(msg: m.AcknowledgeCheckpoint | m.DeclineCheckpoint) -> None:
+            method = "acknowledge_checkpoint" if isinstance(msg, m.AcknowledgeCheckpoint) else "decline_checkpoint"
+            jm.call_sync(method, msg, timeout=60)
+
+        task = Task(tdd, self.network, self.tm_id, report, send_event, self._task_terminal, checkpoint_response)
         self.tasks[tdd.execution_attempt_id] = task
         self._attempts_by_allocation.setdefault(tdd.allocation_id, []).append(tdd.execution_attempt_id)
         task.start()
@@ -273,6 +277,21 @@ class TaskExecutor(RpcEndpoint):
         if task is None:
             return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
         self._cancel(task)
+        return m.Ack()
+
+    @rpc_method
+    async def trigger_checkpoint(self, msg: m.TriggerCheckpoint) -> m.Ack:
+        """A source task injects barrier n (Flink: TaskExecutor.triggerCheckpoint); the task thread does the work."""
+        task = self.tasks.get(msg.execution_attempt_id)
+        if task is None:
+            return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
+        return m.Ack(ok=task.trigger_checkpoint(msg.checkpoint_id, msg.timestamp_ms, msg.mode))
+
+    @rpc_method
+    async def notify_checkpoint(self, msg: m.NotifyCheckpoint) -> m.Ack:
+        task = self.tasks.get(msg.execution_attempt_id)
+        if task is not None:
+            task.notify_checkpoint(msg.checkpoint_id, msg.completed)
         return m.Ack()
 
     @rpc_method

@@ -74,7 +74,7 @@ def test_cancel_during_the_final_commit_is_refused_and_the_job_finishes(cluster_
     client = cluster_env.submit(env.get_job_graph("commit-window"))
     deadline = time.monotonic() + 30
     entry = cluster_env.dispatcher.jobs[client.job_id]
-    while not entry.job_master._finishing:
+    while not entry.job_master.scheduler.finishing:
         assert time.monotonic() < deadline and entry.result is None
         time.sleep(0.01)
     client.cancel()  # arrives while the commit runs

@@ -43,16 +43,16 @@ ECHO = m.ErrorInfo(type_name="ProducerFailedError", message="producer of partiti
 
 def test_a_producers_late_report_replaces_its_consumers_echo(running_job_master: JobMaster) -> None:
     producer, consumer = _vertices(running_job_master)
-    running_job_master._on_task_failed(consumer, ECHO)
+    running_job_master.scheduler.on_task_failed(consumer, ECHO)
     assert running_job_master.status.state is JobStatus.FAILING
-    running_job_master._on_task_failed(producer, ROOT)
-    assert running_job_master.failure == ROOT
+    running_job_master.scheduler.on_task_failed(producer, ROOT)
+    assert running_job_master.scheduler.failure == ROOT
 
 
 def test_the_first_first_hand_failure_stays_the_cause(running_job_master: JobMaster) -> None:
     producer, consumer = _vertices(running_job_master)
-    running_job_master._on_task_failed(producer, ROOT)
-    running_job_master._on_task_failed(consumer, ECHO)
+    running_job_master.scheduler.on_task_failed(producer, ROOT)
+    running_job_master.scheduler.on_task_failed(consumer, ECHO)
     later = m.ErrorInfo(type_name="RuntimeError", message="another failure while failing")
-    running_job_master._on_task_failed(consumer, later)
-    assert running_job_master.failure == ROOT
+    running_job_master.scheduler.on_task_failed(consumer, later)
+    assert running_job_master.scheduler.failure == ROOT

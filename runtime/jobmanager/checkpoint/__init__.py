@@ -1,0 +1,1 @@
+"""Checkpoint coordination on the JobMaster (Flink: CheckpointCoordinator, CompletedCheckpointStore)."""

@@ -1,0 +1,288 @@
+"""CheckpointCoordinator: triggers checkpoints, collects acknowledgements, completes them in Delta.
+
+Port of Flink's CheckpointCoordinator, simplified to one concurrent checkpoint:
+- a periodic trigger (interval, min pause) asks every source task to inject barrier n; it is
+  skipped while not every task runs (deploying, restarting, finishing);
+- every running task acknowledges n with its state files (or declines it);
+- with every acknowledgement in, the checkpoint is completed by ONE Delta commit (through
+  `CompletedCheckpointStore`): it exists if and only if that commit exists. Then tasks and
+  operator coordinators are notified (the Delta sink commits its files here);
+- a decline, a timeout or a failover aborts the pending checkpoint and deletes its files; more
+  than `tolerable_failures` failures in a row fail the job;
+- ids only grow, also across restarts and restores.
+
+Runs on the JobMaster's main thread; blocking I/O (Delta commits, file deletes) runs on one I/O
+thread, in order, so checkpoint n is durable (and its sink commit done) before n+1's.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol
+
+from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
+from runtime.jobmanager.checkpoint.stats import CheckpointStatsTracker
+from runtime.rpc import messages as m
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CheckpointTask:
+    """A running task as the coordinator sees it."""
+
+    attempt_id: str
+    tm_id: str
+    vertex_id: str
+    subtask_index: int
+    parallelism: int
+    operator_ids: tuple[str, ...]
+    is_source: bool
+
+
+class CheckpointHost(Protocol):
+    """What the coordinator needs from the scheduler that hosts it (test doubles implement this)."""
+
+    def running_tasks(self) -> list[CheckpointTask] | str:
+        """Every task, if all run; else why not (the checkpoint is skipped)."""
+        ...
+
+    async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None: ...
+
+    async def send_notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None: ...
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Any: ...
+
+    def spawn(self, coro: Awaitable[Any]) -> Any: ...
+
+    async def on_checkpoint_completed(self, checkpoint: Any) -> None:
+        """Checkpoint durable: operator coordinators commit (raising fails over the job)."""
+        ...
+
+    def on_checkpoint_failures_exceeded(self, error: m.ErrorInfo) -> None: ...
+
+
+@dataclass
+class PendingCheckpoint:
+    checkpoint_id: int
+    timestamp_ms: int
+    started: float
+    tasks: dict[str, CheckpointTask]
+    not_yet_acknowledged: set[str]
+    acks: dict[str, m.AcknowledgeCheckpoint] = field(default_factory=dict)
+    timeout_handle: Any = None
+    discarded: bool = False
+    # every acknowledgement is in and the Delta commit is in flight: only its outcome decides now
+    # (aborting here would delete files a landing commit references)
+    completing: bool = False
+
+    def files(self) -> list[str]:
+        return [f.path for a in self.acks.values() for f in a.state.files]
+
+
+class CheckpointCoordinator:
+    def __init__(
+        self,
+        job_id: str,
+        config: CheckpointCoordinatorConfiguration,
+        store: Any,
+        host: CheckpointHost,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.job_id = job_id
+        self.config = config
+        self.store = store  # runtime.jobmanager.checkpoint.store.CompletedCheckpointStore
+        self.host = host
+        self.clock = clock
+        self.stats = CheckpointStatsTracker()
+        self.pending: PendingCheckpoint | None = None
+        self.latest_completed: Any = None  # CheckpointMetadata
+        self._next_id = 1
+        self._last_completion = 0.0
+        self._consecutive_failures = 0
+        self._periodic = False
+        self._timer: Any = None
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"checkpoint-io-{job_id[:8]}")
+        self._shutdown = False
+
+    def _log(self, level: int, msg: str, *args: Any) -> None:
+        log.log(level, f"[CheckpointCoordinator {self.job_id}] {msg}", *args)
+
+    async def _run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+
+    # --- periodic triggering --------------------------------------------------------------------
+    def start_periodic(self) -> None:
+        if self._periodic or self._shutdown:
+            return
+        self._periodic = True
+        self._schedule(self.config.interval_ms / 1000.0)
+
+    def stop_periodic(self) -> None:
+        self._periodic = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _schedule(self, delay_s: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.host.call_later(max(0.0, delay_s), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self._periodic or self._shutdown:
+            return
+        self.host.spawn(self.trigger_checkpoint())
+        self._schedule(self.config.interval_ms / 1000.0)
+
+    # --- trigger --------------------------------------------------------------------------------
+    async def trigger_checkpoint(self) -> int | None:
+        """Start checkpoint n; None if skipped (one pending, min pause, tasks not all running)."""
+        if self._shutdown or self.pending is not None:
+            return None
+        now = self.clock()
+        if self._last_completion and (now - self._last_completion) * 1000 < self.config.min_pause_ms:
+            return None
+        tasks = self.host.running_tasks()
+        if isinstance(tasks, str):
+            self._log(logging.DEBUG, "checkpoint skipped: %s", tasks)
+            return None
+        cid = self._next_id
+        self._next_id += 1
+        ts = int(now * 1000)
+        pending = PendingCheckpoint(cid, ts, now, {t.attempt_id: t for t in tasks}, {t.attempt_id for t in tasks})
+        self.pending = pending
+        self.stats.report_pending(cid, ts, len(tasks))
+        pending.timeout_handle = self.host.call_later(
+            self.config.timeout_ms / 1000.0, lambda: self.host.spawn(self._abort(cid, f"checkpoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)"))
+        )
+        self._log(logging.DEBUG, "triggering checkpoint %d on %d tasks", cid, len(tasks))
+        msg_mode = self.config.mode.value
+        for t in tasks:
+            if t.is_source:
+                trigger = m.TriggerCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=msg_mode)
+                self.host.spawn(self._send_trigger(t, trigger))
+        return cid
+
+    async def _send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
+        try:
+            await self.host.send_trigger(task, msg)
+        except Exception as e:  # noqa: BLE001 - the task is gone: the checkpoint cannot complete
+            await self._abort(msg.checkpoint_id, f"could not trigger checkpoint {msg.checkpoint_id} at task {task.vertex_id}[{task.subtask_index}]: {e}")
+
+    # --- acknowledgements -------------------------------------------------------------------------
+    async def receive_acknowledge(self, msg: m.AcknowledgeCheckpoint) -> None:
+        p = self.pending
+        if p is None or p.checkpoint_id != msg.checkpoint_id or p.discarded or msg.execution_attempt_id not in p.tasks:
+            # late or unknown: its files belong to no checkpoint
+            self._log(logging.DEBUG, "late or unknown acknowledgement of checkpoint %d", msg.checkpoint_id)
+            files = [f.path for f in msg.state.files]
+            if files:
+                self.host.spawn(self._run_io(self.store.discard, files))
+            return
+        if msg.execution_attempt_id not in p.not_yet_acknowledged:
+            return
+        p.not_yet_acknowledged.discard(msg.execution_attempt_id)
+        p.acks[msg.execution_attempt_id] = msg
+        self.stats.report_ack(p.checkpoint_id, msg.state.state_size)
+        if not p.not_yet_acknowledged:
+            await self._complete(p)
+
+    async def receive_decline(self, msg: m.DeclineCheckpoint) -> None:
+        await self._abort(msg.checkpoint_id, f"checkpoint {msg.checkpoint_id} declined by a task: {msg.reason}")
+
+    async def _complete(self, p: PendingCheckpoint) -> None:
+        if p.timeout_handle is not None:
+            p.timeout_handle.cancel()
+        p.completing = True
+        metadata = self.store.metadata_for(p, self.clock())
+        try:
+            await self._run_io(self.store.add, metadata)
+        except Exception as e:  # noqa: BLE001 - the checkpoint does not exist; its files go
+            self._log(logging.WARNING, "completing checkpoint %d failed: %s", p.checkpoint_id, e)
+            await self._discard(p, f"checkpoint {p.checkpoint_id} could not be committed to Delta: {e}", count_failure=True)
+            return
+        if self.pending is p:
+            self.pending = None
+        self.latest_completed = metadata
+        self._last_completion = self.clock()
+        self._consecutive_failures = 0
+        self.stats.report_completed(p.checkpoint_id, metadata, self.store.table_uri)
+        self._log(logging.INFO, "completed checkpoint %d (%d bytes, %d ms)", p.checkpoint_id, metadata.state_size, metadata.duration_ms)
+        for t in p.tasks.values():
+            note = m.NotifyCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=p.checkpoint_id, completed=True)
+            self.host.spawn(self._notify(t, note))
+        await self.host.on_checkpoint_completed(metadata)
+
+    async def _notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None:
+        try:
+            await self.host.send_notify(task, msg)
+        except Exception:  # noqa: BLE001 - notifications are best effort (Flink: the same)
+            pass
+
+    async def _abort(self, checkpoint_id: int, reason: str, count_failure: bool = True) -> None:
+        p = self.pending
+        if p is None or p.checkpoint_id != checkpoint_id or p.discarded or p.completing:
+            return
+        await self._discard(p, reason, count_failure)
+
+    async def _discard(self, p: PendingCheckpoint, reason: str, count_failure: bool) -> None:
+        checkpoint_id = p.checkpoint_id
+        p.discarded = True
+        if self.pending is p:
+            self.pending = None
+        if p.timeout_handle is not None:
+            p.timeout_handle.cancel()
+        self.stats.report_failed(checkpoint_id, reason)
+        self._log(logging.WARNING, "checkpoint %d aborted: %s", checkpoint_id, reason)
+        files = p.files()
+        if files:
+            try:
+                await self._run_io(self.store.discard, files)
+            except Exception as e:  # noqa: BLE001
+                self._log(logging.WARNING, "could not delete the files of aborted checkpoint %d: %s", checkpoint_id, e)
+        for t in p.tasks.values():
+            note = m.NotifyCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=checkpoint_id, completed=False)
+            self.host.spawn(self._notify(t, note))
+        if count_failure:
+            self._consecutive_failures += 1
+            if self._consecutive_failures > self.config.tolerable_failures:
+                self.host.on_checkpoint_failures_exceeded(
+                    m.ErrorInfo(
+                        type_name="CheckpointException",
+                        message=(
+                            f"exceeded checkpoint tolerable failure threshold ({self.config.tolerable_failures}); "
+                            f"the last: {reason}"
+                        ),
+                    )
+                )
+
+    async def abort_pending(self, reason: str) -> None:
+        """A failover or the job's end: the pending checkpoint cannot complete (not a checkpoint failure)."""
+        if self.pending is not None:
+            await self._abort(self.pending.checkpoint_id, reason, count_failure=False)
+
+    # --- restore --------------------------------------------------------------------------------
+    async def latest_for_restore(self) -> Any:
+        """The newest completed checkpoint (Delta is the truth: a commit that landed but whose reply was lost counts)."""
+        latest = await self._run_io(self.store.latest)
+        if latest is not None:
+            self.latest_completed = latest
+            self._next_id = max(self._next_id, latest.checkpoint_id + 1)
+            self.stats.report_restored(latest.checkpoint_id)
+        return latest
+
+    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Blocking work that must be ordered with checkpoint commits (e.g. a sink's commit on restore)."""
+        return await self._run_io(fn, *args)
+
+    def shutdown(self) -> None:
+        self._shutdown = True
+        self.stop_periodic()
+        if self.pending is not None and self.pending.timeout_handle is not None:
+            self.pending.timeout_handle.cancel()
+        self._io.shutdown(wait=False)

@@ -1,0 +1,56 @@
+"""Completed checkpoints of one job, kept in its checkpoint Delta table (Flink: CompletedCheckpointStore).
+
+A thin layer over `runtime.storage.checkpoint_store.CheckpointStore` (which owns the Delta table,
+retention and file deletion): it turns a pending checkpoint's acknowledgements into the metadata
+that is committed, and is called only from the coordinator's I/O thread.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.storage.checkpoint_store import CheckpointMetadata, CheckpointStore
+
+
+class CompletedCheckpointStore:
+    def __init__(self, job_id: str, table_uri: str, num_retained: int = 1) -> None:
+        self.job_id = job_id
+        self.table_uri = table_uri
+        self._store = CheckpointStore(table_uri, job_id, num_retained=num_retained)
+
+    def metadata_for(self, pending: Any, now: float) -> CheckpointMetadata:
+        """The metadata of a pending checkpoint whose every task acknowledged."""
+        files = []
+        operator_files: dict[str, list[str]] = {}
+        committables: dict[str, dict[int, bytes]] = {}
+        parallelism: dict[str, int] = {}
+        for attempt, ack in pending.acks.items():
+            task = pending.tasks[attempt]
+            for op in task.operator_ids:
+                parallelism[op] = task.parallelism
+            for f in ack.state.files:
+                files.append(f)
+                for op in f.operator_ids:
+                    operator_files.setdefault(op, []).append(f.path)
+            for op, blob in ack.state.committables.items():
+                committables.setdefault(op, {})[task.subtask_index] = blob
+        return CheckpointMetadata(
+            job_id=self.job_id,
+            checkpoint_id=pending.checkpoint_id,
+            timestamp_ms=pending.timestamp_ms,
+            completed_ms=int(now * 1000),
+            files=files,
+            operator_files={op: sorted(paths) for op, paths in operator_files.items()},
+            committables={op: [by_subtask[i] for i in sorted(by_subtask)] for op, by_subtask in committables.items()},
+            parallelism=parallelism,
+            state_size=sum(f.size for f in files),
+            duration_ms=int(now * 1000) - pending.timestamp_ms,
+        )
+
+    def add(self, metadata: CheckpointMetadata) -> int:
+        return self._store.commit(metadata)
+
+    def latest(self) -> CheckpointMetadata | None:
+        return self._store.latest()
+
+    def discard(self, files: list[str]) -> None:
+        self._store.discard(files)

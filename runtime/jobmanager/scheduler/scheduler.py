@@ -1,0 +1,729 @@
+"""The Scheduler a JobMaster hosts (Flink: SchedulerNG / DefaultScheduler).
+
+Composed of a scheduling strategy (what to deploy when), an execution slot allocator
+(slot-sharing placement for any subset, keeping survivors' slots) and a failure handler
+(failover strategy + restart back-off). It owns the ExecutionGraph, the job status, the operator
+coordinators and the CheckpointCoordinator; the JobMaster is only the endpoint (RPC, slot pool,
+TaskManager connections) and calls in here on its main thread. Everything here runs on that thread.
+
+Failover: a failed task's restart set comes from the failover strategy; its running tasks are
+cancelled (cancellations the scheduler makes itself never count as failures), and after the
+back-off the set gets new attempts that restore from the latest completed checkpoint. A global
+restart (every task) moves the job RUNNING -> RESTARTING -> RUNNING; a region restart keeps it
+RUNNING, as in Flink.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import pickle
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import cloudpickle
+
+from runtime.core.checkpoint import operator_state_id
+from runtime.core.errors import NoResourceAvailableError
+from runtime.core.state_machine import StateMachine
+from runtime.core.states import ExecutionState, JobStatus, job_status_machine
+from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
+from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
+from runtime.jobmanager.deployment import build_tdd
+from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, restart_strategy_from_config
+from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
+from runtime.jobmanager.scheduler.slot_sharing import job_resource_requirements
+from runtime.jobmanager.scheduler.strategy import EagerSchedulingStrategy
+from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+from runtime.rpc.deployment import TaskRestore
+
+if TYPE_CHECKING:
+    from runtime.jobmanager.job_master import JobMaster
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SLOT_REQUEST_TIMEOUT_S = 60.0
+_CONSEQUENTIAL_FAILURES = frozenset({"ProducerFailedError", "PartitionReleasedError", "TaskCanceled", "TaskManagerLostError"})
+
+
+@dataclass
+class ExceptionHistoryEntry:
+    """One failure the scheduler handled (Flink: RootExceptionHistoryEntry)."""
+
+    timestamp_ms: int
+    error: m.ErrorInfo
+    restarted_tasks: int
+    global_failure: bool
+    concurrent: list[m.ErrorInfo] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, host: "JobMaster", job_graph: JobGraph, clock: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self.job_graph = job_graph
+        self.job_id = job_graph.job_id
+        self.clock = clock
+        self.eg = ExecutionGraph(job_graph)
+        self.status: StateMachine[JobStatus] = job_status_machine(self.job_id)
+        self.slot_pool: SlotPool = host.slot_pool
+        self.strategy = EagerSchedulingStrategy(self.eg)
+        self.allocator = ExecutionSlotAllocator(self.eg, self.slot_pool)
+        self.resource_requirements = job_resource_requirements(job_graph)
+        self.slots_needed = sum(r.count for r in self.resource_requirements)
+        self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
+        self.checkpoint_config = CheckpointCoordinatorConfiguration.from_config(job_graph.config, self.job_id)
+        self.failover_strategy = failover_strategy_from_config(job_graph.config)
+        self.restart_strategy = restart_strategy_from_config(job_graph.config, self.checkpoint_config.enabled, clock=clock)
+        self.checkpoints: CheckpointCoordinator | None = None
+        self.coordinators: dict[int, Any] = {}
+        self.coordinator_names: dict[int, str] = {}
+        self._coordinator_ops: dict[int, str] = {}  # node id -> operator state id
+        self.by_attempt: dict[str, ExecutionVertex] = {}
+        self.placement: dict[ExecutionVertexID, PhysicalSlot] = {}
+        self.metrics: dict[str, m.TaskMetricsSnapshot] = {}
+        self.backpressure: dict[str, tuple[int, float]] = {}
+        self.failure: m.ErrorInfo | None = None
+        self.accumulators: dict[str, Any] = {}
+        self.exception_history: list[ExceptionHistoryEntry] = []
+        self.num_restarts = 0
+        self.start_time = clock()
+        self.end_time: float | None = None
+        self.deployed = False  # the first deployment happened
+        self.finishing = False
+        self._waiting: list[ExecutionVertexID] = []  # scheduled, waiting for slots
+        self._waiting_since = 0
+        self._pending_restart: set[ExecutionVertexID] = set()
+        self._restart_generation = 0
+        self._restored_checkpoint: Any = None
+        self.archived: m.JobDetailsMessage | None = None
+
+    def _log(self, level: int, msg: str, *args: Any) -> None:
+        log.log(level, f"[JobMaster {self.job_id} '{self.job_graph.job_name}'] {msg}", *args)
+
+    def _set_status(self, to: JobStatus) -> None:
+        self.status.transition(to)
+        self._log(logging.INFO, "job status -> %s", to.name)
+        self.host.status_changed(to, self.failure.describe() if self.failure and to in (JobStatus.FAILING, JobStatus.FAILED) else None)
+
+    # --- start ----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.status.state is not JobStatus.CREATED:
+            return  # cancelled before it started
+        try:
+            self._start_coordinators()
+            if self.checkpoint_config.enabled:
+                from runtime.jobmanager.checkpoint.store import CompletedCheckpointStore  # storage: only when checkpointing
+
+                store = CompletedCheckpointStore(self.job_id, self.checkpoint_config.table_uri, self.checkpoint_config.num_retained)
+                self.checkpoints = CheckpointCoordinator(self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock)
+        except Exception as e:  # noqa: BLE001 - e.g. the sink's module cannot be imported here
+            self._fail_job(m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None)))
+            return
+        self._set_status(JobStatus.RUNNING)
+        self._log(logging.INFO, "requesting %d slots: %s", self.slots_needed, "; ".join(r.describe() for r in self.resource_requirements))
+        self._schedule(self.strategy.start_scheduling())
+        try:
+            await self.declare_slots(self.slots_needed)
+        except Exception as e:  # noqa: BLE001
+            self._fail_job(m.ErrorInfo.from_exception(e))
+
+    async def declare_slots(self, slots: int) -> None:
+        """Declare the job's requirements at the ResourceManager (any slots > 0: all of them; 0 clears)."""
+        requirements = self.resource_requirements if slots > 0 else []
+        ack: m.Ack = await self.host.rm.declare_required_resources(
+            m.ResourceRequirements(
+                job_id=self.job_id, job_master_endpoint=self.host.endpoint_id, job_name=self.job_graph.job_name, requirements=requirements
+            )
+        )
+        if not ack.ok:
+            raise NoResourceAvailableError(ack.message)
+
+    def _start_coordinators(self) -> None:
+        for jv in self.job_graph.vertices:
+            for op in jv.operators:
+                if op.coordinator_provider:
+                    try:
+                        provider = cloudpickle.loads(op.coordinator_provider)
+                        coord = provider.create(self.job_id, op.name, jv.parallelism)
+                        coord.start()
+                    except Exception as e:
+                        e.__millrace_operator__ = op.name  # type: ignore[attr-defined]
+                        raise
+                    self.coordinators[op.node_id] = coord
+                    self.coordinator_names[op.node_id] = op.name
+                    self._coordinator_ops[op.node_id] = operator_state_id(op.uid, op.node_id)
+
+    # --- scheduling and deployment -----------------------------------------------------------------
+    def _schedule(self, vertices: list[ExecutionVertexID]) -> None:
+        for vid in vertices:
+            self.eg.vertex(vid).current_execution.transition_state(ExecutionState.SCHEDULED)
+        self._waiting = list(vertices)
+        self._waiting_since += 1
+        generation = self._waiting_since
+        self.host.loop.call_later(self.slot_timeout_s, lambda: self.host.spawn(self._check_slot_timeout(generation)))
+        self.try_deploy()
+
+    def wants_slots(self) -> bool:
+        return self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING) and (
+            bool(self._waiting) or len(self.slot_pool) < self.slots_needed
+        )
+
+    def try_deploy(self) -> None:
+        if not self._waiting or self.status.state is not JobStatus.RUNNING:
+            return
+        try:
+            placement = self.allocator.allocate(self._waiting)
+        except NoResourceAvailableError as e:
+            # not enough slots (or not of the shapes the groups need) yet: wait for more offers (or the timeout)
+            self._log(logging.INFO, "waiting for slots: %s", e)
+            return
+        waiting, self._waiting = self._waiting, []
+        self.deployed = True
+        for vid, slot in placement.items():
+            ev = self.eg.vertex(vid)
+            ex = ev.current_execution
+            ex.assigned_resource = slot
+            self.placement[vid] = slot
+            self.by_attempt[ex.attempt_id] = ev
+        self._log(logging.INFO, "deploying %d tasks to %d slots", len(waiting), len({s.allocation_id for s in placement.values()}))
+        for vid in waiting:
+            self.host.spawn(self._deploy(self.eg.vertex(vid)))
+
+    def _task_restore(self, ev: ExecutionVertex) -> TaskRestore | None:
+        cp = self._restored_checkpoint
+        if cp is None:
+            return None
+        files = {}
+        for op in ev.job_vertex.operators:
+            op_id = operator_state_id(op.uid, op.node_id)
+            if op_id in cp.operator_files:
+                files[op_id] = list(cp.operator_files[op_id])
+        return TaskRestore(checkpoint_id=cp.checkpoint_id, operator_files=files)
+
+    async def _deploy(self, ev: ExecutionVertex) -> None:
+        ex = ev.current_execution
+        if ex.state is not ExecutionState.SCHEDULED:
+            return
+        ex.transition_state(ExecutionState.DEPLOYING)
+        slot = self.placement[ev.id]
+        tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config)
+        if self.checkpoints is not None:
+            tdd.checkpoint_dir = self.checkpoint_config.table_uri
+        tdd.task_restore = self._task_restore(ev)
+        te = self.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+        try:
+            await te.submit_task(tdd, timeout=30)
+        except Exception as e:  # noqa: BLE001
+            if ex is ev.current_execution and ex.state is ExecutionState.DEPLOYING:
+                ex.fail(None)
+                self.on_task_failed(
+                    ev, m.ErrorInfo(type_name=type(e).__name__, message=f"deployment to TaskManager {slot.tm_id} failed: {e}", task=ev.task_name_with_subtask, task_manager=slot.tm_id)
+                )
+
+    async def _check_slot_timeout(self, generation: int) -> None:
+        if generation != self._waiting_since or not self._waiting or self.status.state is not JobStatus.RUNNING:
+            return
+        why = "Give the cluster more TaskManagers/slots, lower the parallelism, or raise slot.request.timeout.s"
+        try:
+            supply: m.ResourceStatus = await self.host.rm.resource_status(m.Empty(), timeout=3)
+            if supply.last_start_failure:
+                # the cluster is trying and failing: that, not the job's size, is the cause
+                why = f"TaskManagers fail to start ({supply.start_failures} in a row); the last: {supply.last_start_failure}"
+        except Exception:  # noqa: BLE001 - the hint is optional; the timeout is not
+            pass
+        if generation != self._waiting_since or not self._waiting or self.status.state is not JobStatus.RUNNING:
+            return
+        err = NoResourceAvailableError(
+            f"job {self.job_id} '{self.job_graph.job_name}' could not get its slots within {self.slot_timeout_s:.0f}s: "
+            f"it needs {self.slots_needed} slots and has {len(self.slot_pool)}. {why}"
+        )
+        self._fail_job(m.ErrorInfo.from_exception(err))
+
+    # --- task state -------------------------------------------------------------------------------
+    def update_task_execution_state(self, msg: m.TaskExecutionStateUpdate) -> m.Ack:
+        ev = self.by_attempt.get(msg.execution_attempt_id)
+        if ev is None or ev.current_execution.attempt_id != msg.execution_attempt_id:
+            return m.Ack(ok=False, message="unknown or stale attempt")
+        ex = ev.current_execution
+        self.metrics[msg.execution_attempt_id] = msg.metrics
+        if ex.state.is_terminal or not ex.can_transition(msg.state):
+            return m.Ack(ok=False, message=f"ignored {ex.state.name} -> {msg.state.name}")
+        was_canceling = ex.state is ExecutionState.CANCELING
+        ex.transition_state(msg.state)
+        running = self.status.state is JobStatus.RUNNING
+        if msg.state is ExecutionState.FAILED:
+            ex.failure_info = msg.error
+            if not (was_canceling and ev.id in self._pending_restart):
+                self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="UnknownError", message="task failed", task=ev.task_name_with_subtask))
+        elif msg.state is ExecutionState.CANCELED and running and not was_canceling:
+            self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
+        elif msg.state is ExecutionState.FINISHED and running:
+            if all(v.execution_state is ExecutionState.FINISHED for v in self.eg.all_vertices()):
+                self.host.spawn(self._finish_job())
+        self._check_terminal()
+        return m.Ack()
+
+    def task_manager_lost(self, tm_id: str, cause: str) -> None:
+        lost = self.slot_pool.release_task_manager(tm_id)
+        if not lost or self.status.state.is_globally_terminal or self.finishing:
+            return  # nothing of ours there, or every task already finished
+        self._log(logging.WARNING, "%s", cause)
+        failed: list[ExecutionVertex] = []
+        for ev in self.eg.all_vertices():
+            slot = self.placement.get(ev.id)
+            ex = ev.current_execution
+            if slot is not None and slot.tm_id == tm_id and ex.assigned_resource is not None and not ex.state.is_terminal:
+                ex.fail(cause)
+                failed.append(ev)
+        if self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            # the ResourceManager suspended our requirement with the loss: declare again for a replacement
+            self.host.spawn(self._redeclare())
+        if failed and self.status.state is JobStatus.RUNNING:
+            err = m.ErrorInfo(type_name="TaskManagerLostError", message=cause, task=failed[0].task_name_with_subtask, task_manager=tm_id)
+            self._handle_failure([ev for ev in failed if ev.id not in self._pending_restart], err)
+        self._check_terminal()
+
+    async def _redeclare(self) -> None:
+        try:
+            await self.declare_slots(self.slots_needed)
+        except Exception as e:  # noqa: BLE001
+            self._log(logging.WARNING, "could not declare slots again: %s", e)
+
+    # --- failure handling (Flink: ExecutionFailureHandler) -------------------------------------------
+    def on_task_failed(self, ev: ExecutionVertex, error: m.ErrorInfo) -> None:
+        if self.status.state is JobStatus.RUNNING and not self.finishing:
+            if ev.id in self._pending_restart:
+                self._note_root_cause(error)
+                return
+            self._handle_failure([ev], error)
+        else:
+            self._fail_job(error)
+
+    def _handle_failure(self, failed: list[ExecutionVertex], error: m.ErrorInfo, global_failure: bool = False) -> None:
+        if not failed and not global_failure:
+            return
+        now_ms = int(self.clock() * 1000)
+        self.restart_strategy.notify_failure(error, now_ms)
+        if not self.restart_strategy.can_restart():
+            if self.num_restarts or self.checkpoint_config.enabled or self.restart_strategy.describe() != "none":
+                error = error.model_copy(
+                    update={"message": f"{error.message} (restart strategy {self.restart_strategy.describe()} exhausted after {self.num_restarts} restarts)"}
+                )
+            self._record_exception(error, 0, global_failure)
+            self._fail_job(error)
+            return
+        to_restart: set[ExecutionVertexID] = set()
+        if global_failure:
+            to_restart = {ev.id for ev in self.eg.all_vertices()}
+        for ev in failed:
+            to_restart |= self.failover_strategy.get_tasks_to_restart(self.eg, ev.id)
+        self._record_exception(error, len(to_restart), len(to_restart) == len(self.eg.all_vertices()))
+        self._restart(to_restart, self.restart_strategy.backoff_time_ms() / 1000.0)
+
+    def _record_exception(self, error: m.ErrorInfo, restarted: int, global_failure: bool) -> None:
+        self.exception_history.append(ExceptionHistoryEntry(int(self.clock() * 1000), error, restarted, global_failure))
+        del self.exception_history[:-100]
+
+    def _note_root_cause(self, error: m.ErrorInfo) -> None:
+        """A failure inside a restart in progress: if the recorded one only echoed it, this is the root cause."""
+        if not self.exception_history:
+            return
+        entry = self.exception_history[-1]
+        if entry.error.type_name in _CONSEQUENTIAL_FAILURES and error.type_name not in _CONSEQUENTIAL_FAILURES:
+            entry.concurrent.append(entry.error)
+            entry.error = error
+        else:
+            entry.concurrent.append(error)
+
+    def _restart(self, vertices: set[ExecutionVertexID], delay_s: float) -> None:
+        self._pending_restart |= vertices
+        is_global = len(self._pending_restart) == len(self.eg.all_vertices())
+        self._log(
+            logging.WARNING, "restarting %s (%d tasks) in %.2fs",
+            "the whole job" if is_global else "a region", len(self._pending_restart), delay_s,
+        )
+        if is_global and self.status.state is JobStatus.RUNNING:
+            self._set_status(JobStatus.RESTARTING)
+        if self.checkpoints is not None:
+            self.host.spawn(self.checkpoints.abort_pending("a failover is in progress"))
+        self._waiting = [v for v in self._waiting if v not in self._pending_restart]
+        for vid in vertices:
+            self._cancel_execution(self.eg.vertex(vid))
+        self._restart_generation += 1
+        self.host.spawn(self._restart_after(self._restart_generation, self.clock() + delay_s))
+
+    async def _restart_after(self, generation: int, not_before: float) -> None:
+        # wait until every attempt to restart has ended (cancelled, failed or its TaskManager gone)
+        while any(not self.eg.vertex(v).execution_state.is_terminal for v in self._pending_restart):
+            if generation != self._restart_generation or self.status.state not in (JobStatus.RUNNING, JobStatus.RESTARTING):
+                return
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(max(0.0, not_before - self.clock()))
+        if generation != self._restart_generation or self.status.state not in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            return
+        vertices, self._pending_restart = set(self._pending_restart), set()
+        if self.checkpoints is not None:
+            try:
+                self._restored_checkpoint = await self.checkpoints.latest_for_restore()
+            except Exception as e:  # noqa: BLE001 - without the checkpoint there is nothing safe to restore
+                self._fail_job(m.ErrorInfo.from_exception(e))
+                return
+        try:
+            await self._reset_coordinators(vertices)
+        except Exception as e:  # noqa: BLE001 - e.g. the sink's commit on restore failed: try again later
+            self._log(logging.ERROR, "resetting operator coordinators failed: %s", e)
+            self._handle_failure([], m.ErrorInfo.from_exception(e), global_failure=True)
+            return
+        if self.status.state not in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            return
+        for vid in vertices:
+            ev = self.eg.vertex(vid)
+            ev.reset_for_new_execution()
+            self.placement.pop(vid, None)
+        self.num_restarts += 1
+        cp = self._restored_checkpoint
+        self._log(logging.INFO, "restart #%d of %d tasks from %s", self.num_restarts, len(vertices), f"checkpoint {cp.checkpoint_id}" if cp else "scratch")
+        if self.status.state is JobStatus.RESTARTING:
+            self._set_status(JobStatus.RUNNING)
+        self._schedule(self.strategy.restart_tasks(vertices))
+
+    async def _reset_coordinators(self, vertices: set[ExecutionVertexID]) -> None:
+        """Operator coordinators of restarted operators go back to the restored checkpoint (Flink: resetToCheckpoint)."""
+        restarted_vertices = {v.job_vertex_id for v in vertices}
+        cp = self._restored_checkpoint
+        for jv in self.job_graph.vertices:
+            if jv.id not in restarted_vertices:
+                continue
+            subtasks = {v.subtask_index for v in vertices if v.job_vertex_id == jv.id}
+            for op in jv.operators:
+                coord = self.coordinators.get(op.node_id)
+                reset = getattr(coord, "reset_to_checkpoint", None)
+                if reset is None:
+                    continue
+                op_id = self._coordinator_ops[op.node_id]
+                committables = [pickle.loads(b) for b in cp.committables.get(op_id, [])] if cp is not None else []
+                cid = cp.checkpoint_id if cp is not None else None
+                await self._run_io(reset, cid, committables, subtasks)
+
+    async def _run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.checkpoints is not None:
+            return await self.checkpoints.run_io(fn, *args)
+        return await self.host.loop.run_in_executor(None, fn, *args)
+
+    def _cancel_execution(self, ev: ExecutionVertex) -> None:
+        ex = ev.current_execution
+        if ex.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED):
+            ex.transition_state(ExecutionState.CANCELED)
+        elif not ex.state.is_terminal and ex.state is not ExecutionState.CANCELING:
+            ex.transition_state(ExecutionState.CANCELING)
+            slot = self.placement.get(ev.id)
+            if slot is not None:
+                te = self.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+                self.host.spawn(self._cancel_task(te, ev, ex.attempt_id))
+
+    async def _cancel_task(self, te: Any, ev: ExecutionVertex, attempt_id: str) -> None:
+        try:
+            ack: m.Ack = await te.cancel_task(m.CancelTask(execution_attempt_id=attempt_id), timeout=10)
+            gone = not ack.ok  # the TaskExecutor does not know the attempt (never arrived or already ended)
+        except Exception:  # noqa: BLE001 - an unreachable TaskManager's tasks are gone anyway
+            gone = True
+        ex = ev.current_execution
+        if gone and ex.attempt_id == attempt_id and not ex.state.is_terminal:
+            ex.transition_state(ExecutionState.CANCELED)
+            self._check_terminal()
+
+    def _fail_job(self, error: m.ErrorInfo) -> None:
+        if self.status.state not in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.RESTARTING):
+            if self.status.state is JobStatus.FAILING and self._is_consequence(self.failure) and not self._is_consequence(error):
+                # a consumer saw its producer's failure before the producer's own report arrived:
+                # the job's cause is the producer's error, not the consumer's echo of it
+                self.failure = error
+                self._log(logging.ERROR, "job fails, root cause: %s", error.describe())
+            return
+        self.failure = error
+        self._log(logging.ERROR, "job fails: %s", error.describe())
+        self._set_status(JobStatus.FAILING)
+        self._pending_restart.clear()
+        self._waiting = []
+        self._stop_checkpointing()
+        self.host.spawn(self.declare_slots(0))
+        self._cancel_all()
+        self._check_terminal()
+
+    @staticmethod
+    def _is_consequence(error: m.ErrorInfo | None) -> bool:
+        """Failures that only echo another task's failure (a failed producer, a cancelled task)."""
+        return error is not None and error.type_name in _CONSEQUENTIAL_FAILURES
+
+    def _cancel_all(self) -> None:
+        for ev in self.eg.all_vertices():
+            self._cancel_execution(ev)
+
+    def cancel(self) -> m.Ack:
+        if self.finishing:
+            # every task finished and the final commit runs: its outcome decides FINISHED or FAILED
+            return m.Ack(ok=False, message=f"job {self.job_id} is committing its results and can no longer be cancelled")
+        if self.status.state in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.FAILING, JobStatus.RESTARTING):
+            if self.status.state is not JobStatus.FAILING:
+                self._set_status(JobStatus.CANCELLING)
+                self.host.spawn(self.declare_slots(0))
+            self._pending_restart.clear()
+            self._waiting = []
+            self._stop_checkpointing()
+            self._cancel_all()
+            self._check_terminal()
+        return m.Ack()
+
+    def _stop_checkpointing(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.stop_periodic()
+            self.host.spawn(self.checkpoints.abort_pending("the job is ending"))
+
+    def _check_terminal(self) -> None:
+        st = self.status.state
+        if st not in (JobStatus.FAILING, JobStatus.CANCELLING):
+            return
+        if all(ev.execution_state.is_terminal for ev in self.eg.all_vertices()):
+            self._finalize(JobStatus.FAILED if st is JobStatus.FAILING else JobStatus.CANCELED)
+
+    # --- checkpoints --------------------------------------------------------------------------------
+    def all_tasks_running(self) -> bool:
+        return self.status.state is JobStatus.RUNNING and not self._pending_restart and all(
+            v.execution_state is ExecutionState.RUNNING for v in self.eg.all_vertices()
+        )
+
+    def on_all_running(self) -> None:
+        if self.checkpoints is not None and self.all_tasks_running():
+            self.checkpoints.start_periodic()
+
+    async def on_checkpoint_completed(self, checkpoint: Any) -> None:
+        """Operator coordinators commit what the checkpoint holds (the Delta sink's two-phase commit)."""
+        for node_id, coord in self.coordinators.items():
+            notify = getattr(coord, "notify_checkpoint_complete", None)
+            if notify is None:
+                continue
+            committables = [pickle.loads(b) for b in checkpoint.committables.get(self._coordinator_ops[node_id], [])]
+            try:
+                await self._run_io(notify, checkpoint.checkpoint_id, committables)
+            except Exception as e:  # noqa: BLE001 - the commit is retried from the checkpoint on restore
+                err = m.ErrorInfo.from_exception(e, operator=self.coordinator_names[node_id])
+                self._log(logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s", self.coordinator_names[node_id], checkpoint.checkpoint_id, err.describe())
+                if self.status.state is JobStatus.RUNNING and not self.finishing:
+                    self._handle_failure([], err, global_failure=True)
+                return
+
+    # --- end of the job -----------------------------------------------------------------------------
+    async def _finish_job(self) -> None:
+        """All tasks finished: coordinators commit (e.g. the Delta sink), then the job is FINISHED.
+
+        While this runs the job is 'finishing': cancels are refused and TaskManager losses ignored,
+        so nothing closes a coordinator (deleting its files) under a commit in flight.
+        """
+        if self.finishing:
+            return
+        self.finishing = True
+        if self.checkpoints is not None:
+            self.checkpoints.stop_periodic()
+            await self.checkpoints.abort_pending("every task finished")
+        try:
+            per_operator: dict[str, Any] = {}
+            for node_id, coord in self.coordinators.items():
+                result = await self._run_io(coord.on_job_finished)
+                if result:
+                    per_operator[self.coordinator_names[node_id]] = result
+                    # flat keys for the common one-sink job; with several, the first one's stay
+                    for k, v in result.items():
+                        self.accumulators.setdefault(k, v)
+            if per_operator:
+                self.accumulators["operators"] = per_operator
+        except Exception as e:  # noqa: BLE001 - a failed commit fails the job; nothing partial is visible
+            self.failure = m.ErrorInfo.from_exception(e)
+            self._log(logging.ERROR, "commit at job end failed: %s", self.failure.describe())
+            self._set_status(JobStatus.FAILING)
+            self._finalize(JobStatus.FAILED)
+            return
+        self._finalize(JobStatus.FINISHED)
+
+    def _finalize(self, status: JobStatus) -> None:
+        if self.status.state.is_globally_terminal:
+            return
+        self.end_time = self.clock()
+        for coord in self.coordinators.values():
+            try:
+                coord.close()
+            except Exception:  # noqa: BLE001
+                self._log(logging.WARNING, "coordinator close failed")
+        if self.checkpoints is not None:
+            self.checkpoints.shutdown()
+        self._set_status(status)
+        self.archived = self.job_details()
+        self.host.spawn(self.host.release_resources())
+        self.host.job_reached_terminal(self.result())
+
+    # --- views ----------------------------------------------------------------------------------
+    def vertex_metrics(self) -> list[m.VertexMetrics]:
+        out = []
+        for ejv in self.eg.job_vertices:
+            rin = rout = 0
+            states = []
+            for ev in ejv.task_vertices:
+                snap = self.metrics.get(ev.current_execution.attempt_id)
+                if snap is not None:
+                    rin += snap.records_in
+                    rout += snap.records_out
+                states.append(ev.execution_state)
+            out.append(m.VertexMetrics(vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, records_in=rin, records_out=rout, subtask_states=states))
+        return out
+
+    def result(self) -> m.JobResultMessage:
+        end = self.end_time or self.clock()
+        running = [
+            ex.state_timestamps[ExecutionState.RUNNING]
+            for ev in self.eg.all_vertices()
+            for ex in [ev.current_execution]
+            if ExecutionState.RUNNING in ex.state_timestamps
+        ]
+        if self.num_restarts:
+            self.accumulators["restarts"] = self.num_restarts
+        return m.JobResultMessage(
+            job_id=self.job_id,
+            job_name=self.job_graph.job_name,
+            status=self.status.state,
+            duration_ms=int((end - self.start_time) * 1000),
+            running_ms=int((end - min(running)) * 1000) if running else None,
+            error=self.failure if self.status.state is not JobStatus.FINISHED else None,
+            accumulators_pickle=cloudpickle.dumps(self.accumulators) if self.accumulators else None,
+            vertices=self.vertex_metrics(),
+        )
+
+    def exceptions(self) -> m.JobExceptionsMessage:
+        entries = [
+            m.ExceptionHistoryEntryMessage(
+                timestamp_ms=e.timestamp_ms,
+                error=e.error,
+                restarted_tasks=e.restarted_tasks,
+                global_failure=e.global_failure,
+                concurrent=list(e.concurrent),
+            )
+            for e in reversed(self.exception_history)
+        ]
+        return m.JobExceptionsMessage(
+            job_id=self.job_id,
+            root_exception=self.failure,
+            num_restarts=self.num_restarts,
+            restart_strategy=self.restart_strategy.describe(),
+            entries=entries,
+        )
+
+    def checkpoint_statistics(self) -> m.CheckpointStatisticsMessage:
+        if self.checkpoints is None:
+            return m.CheckpointStatisticsMessage(job_id=self.job_id, enabled=False)
+        return m.CheckpointStatisticsMessage(
+            job_id=self.job_id,
+            enabled=True,
+            interval_ms=self.checkpoint_config.interval_ms,
+            mode=self.checkpoint_config.mode.value,
+            path=self.checkpoint_config.table_uri,
+            statistics_json=self.checkpoints.stats.snapshot().model_dump_json(),
+        )
+
+    def job_details(self) -> m.JobDetailsMessage:
+        """The job as the REST API shows it."""
+
+        def ms(t: float | None) -> int | None:
+            return None if t is None else int(t * 1000)
+
+        vertices = []
+        for ejv in self.eg.job_vertices:
+            subtasks = []
+            for ev in ejv.task_vertices:
+                ex = ev.current_execution
+                slot = self.placement.get(ev.id) if ex.assigned_resource is not None else None
+                bp_ms, bp_ratio = self.backpressure.get(ex.attempt_id, (0, 0.0))
+                failure = ex.failure_info if isinstance(ex.failure_info, m.ErrorInfo) else None
+                subtasks.append(
+                    m.SubtaskDetails(
+                        subtask_index=ev.subtask_index,
+                        state=ex.state,
+                        attempt_number=ex.attempt_number,
+                        attempt_id=ex.attempt_id,
+                        tm_id=slot.tm_id if slot is not None else None,
+                        host=slot.data_address.host if slot is not None else None,
+                        state_timestamps_ms={st.value: int(ts * 1000) for st, ts in ex.state_timestamps.items()},
+                        metrics=self.metrics.get(ex.attempt_id) or m.TaskMetricsSnapshot(),
+                        backpressured_ms=bp_ms,
+                        backpressure_ratio=0.0 if ex.state.is_terminal else bp_ratio,
+                        failure=failure,
+                    )
+                )
+            vertices.append(
+                m.VertexDetails(
+                    vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, max_parallelism=ejv.max_parallelism,
+                    slot_sharing_group=ejv.job_vertex.slot_sharing_group, subtasks=subtasks,
+                )
+            )
+        status = self.status.state
+        return m.JobDetailsMessage(
+            job_id=self.job_id,
+            job_name=self.job_graph.job_name,
+            status=status,
+            start_time_ms=int(self.start_time * 1000),
+            end_time_ms=ms(self.end_time),
+            vertices=vertices,
+            error=self.failure if status is not JobStatus.FINISHED else None,
+        )
+
+
+class _CheckpointHost:
+    """The CheckpointCoordinator's view of the scheduler and the JobMaster."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    def running_tasks(self) -> list[CheckpointTask] | str:
+        s = self.s
+        if not s.all_tasks_running():
+            return "not every task is running"
+        out = []
+        for ev in s.eg.all_vertices():
+            jv = ev.job_vertex
+            out.append(
+                CheckpointTask(
+                    attempt_id=ev.current_execution.attempt_id,
+                    tm_id=s.placement[ev.id].tm_id,
+                    vertex_id=jv.id,
+                    subtask_index=ev.subtask_index,
+                    parallelism=jv.parallelism,
+                    operator_ids=tuple(operator_state_id(op.uid, op.node_id) for op in jv.operators),
+                    is_source=not jv.inputs,
+                )
+            )
+        return out
+
+    async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
+        te = self.s.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=task.tm_id)
+        ack: m.Ack = await te.trigger_checkpoint(msg, timeout=10)
+        if not ack.ok:
+            raise RuntimeError(ack.message)
+
+    async def send_notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None:
+        te = self.s.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=task.tm_id)
+        await te.notify_checkpoint(msg, timeout=10)
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Any:
+        return self.s.host.loop.call_later(delay_s, callback)
+
+    def spawn(self, coro: Any) -> Any:
+        return self.s.host.spawn(coro)
+
+    async def on_checkpoint_completed(self, checkpoint: Any) -> None:
+        await self.s.on_checkpoint_completed(checkpoint)
+
+    def on_checkpoint_failures_exceeded(self, error: m.ErrorInfo) -> None:
+        s = self.s
+        if s.status.state is JobStatus.RUNNING and not s.finishing:
+            s._handle_failure([], error, global_failure=True)
