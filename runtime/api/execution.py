@@ -1,19 +1,31 @@
 """The seam between the API and whoever runs the job (Flink's PipelineExecutor / JobClient).
 
 `StreamExecutionEnvironment.execute()` compiles the program to a JobGraph and hands it to the
-current executor. By default that is the embedded mini cluster (runtime.deploy.embedded);
-tests, the CLI and the Dagster resources install another one with `use_executor(...)`, the way
-Flink's TestStreamEnvironment.setAsContext does.
+current executor:
+- one installed with `use_executor(...)` (tests, the CLI, the Dagster resources), the way
+  Flink's TestStreamEnvironment.setAsContext does; otherwise
+- the executor of the `execution.target` named in the job config (default "embedded"), made by
+  a PipelineExecutorFactory found by name (Flink's PipelineExecutorServiceLoader): factories
+  registered with `register_executor_factory(...)`, then the entry points of the group
+  `millrace.executors` (pyproject.toml). The API never imports the deploy layer itself: it
+  plugs in through that entry point.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol
+from importlib import metadata
+from typing import Any, Callable, Iterator, Mapping, Protocol, runtime_checkable
 
+from runtime.core.errors import ConfigurationError
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
+
+EXECUTION_TARGET_KEY = "execution.target"
+DEFAULT_EXECUTION_TARGET = "embedded"
+EXECUTOR_ENTRY_POINT_GROUP = "millrace.executors"
 
 
 @dataclass
@@ -99,10 +111,87 @@ def context_config() -> dict[str, str]:
     return dict(_context_config.get())
 
 
-def current_executor(config: dict[str, str]) -> PipelineExecutor:
+@runtime_checkable
+class PipelineExecutorFactory(Protocol):
+    """Makes the executor for one `execution.target` (Flink's PipelineExecutorFactory)."""
+
+    def get_executor(self, config: Mapping[str, str]) -> PipelineExecutor: ...
+
+
+# execution.target name -> factory (or a zero-argument callable returning one, e.g. its class)
+_registered: dict[str, Any] = {}
+_registry_lock = threading.Lock()
+
+
+def register_executor_factory(name: str, factory: Any) -> None:
+    """Make `execution.target: <name>` use `factory` (a PipelineExecutorFactory, or a class /
+    zero-argument callable that returns one). Wins over an entry point of the same name."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"executor factory name must be a non-empty string, got {name!r}")
+    with _registry_lock:
+        _registered[name.strip().lower()] = factory
+
+
+def unregister_executor_factory(name: str) -> None:
+    with _registry_lock:
+        _registered.pop(name.strip().lower(), None)
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name.strip().lower(): ep for ep in metadata.entry_points(group=EXECUTOR_ENTRY_POINT_GROUP)}
+
+
+def known_execution_targets() -> list[str]:
+    """Every `execution.target` name that resolves: registered factories and entry points."""
+    with _registry_lock:
+        names = set(_registered)
+    return sorted(names | set(_entry_points()))
+
+
+def _as_factory(obj: Any, name: str, origin: str) -> PipelineExecutorFactory:
+    factory = obj
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, PipelineExecutorFactory)):
+        factory = obj()  # a class, or a function returning the factory
+    if not isinstance(factory, PipelineExecutorFactory):
+        raise ConfigurationError(
+            f"{EXECUTION_TARGET_KEY}: {name!r} ({origin}) is a {type(factory).__name__}, not a "
+            "PipelineExecutorFactory (an object with get_executor(config))"
+        )
+    return factory
+
+
+def executor_factory(name: str) -> PipelineExecutorFactory:
+    """The factory for `execution.target: <name>`; ConfigurationError listing the known targets."""
+    key = (name or "").strip().lower()
+    with _registry_lock:
+        registered = _registered.get(key)
+    if registered is not None:
+        return _as_factory(registered, key, "registered")
+    eps = _entry_points()
+    ep = eps.get(key)
+    if ep is None:
+        known = known_execution_targets()
+        hint = (
+            f"known targets: {', '.join(known)}"
+            if known
+            else f"no executors are known: the entry points of group {EXECUTOR_ENTRY_POINT_GROUP!r} are missing "
+            "(install Millrace, e.g. `pip install -e .`)"
+        )
+        raise ConfigurationError(f"{EXECUTION_TARGET_KEY}: unknown target {name!r}; {hint}")
+    try:
+        loaded = ep.load()
+    except Exception as e:  # noqa: BLE001 -- a broken plugin must name itself
+        raise ConfigurationError(
+            f"{EXECUTION_TARGET_KEY}: the executor factory {ep.value!r} for target {key!r} failed to load: "
+            f"{type(e).__name__}: {e}"
+        ) from e
+    return _as_factory(loaded, key, ep.value)
+
+
+def current_executor(config: Mapping[str, str]) -> PipelineExecutor:
+    """The executor installed with use_executor(), else the one `execution.target` names."""
     ex = _current.get() or (_global[-1] if _global else None)
     if ex is not None:
         return ex
-    from runtime.deploy.embedded import EmbeddedExecutor  # lazy: the API must not need Spark
-
-    return EmbeddedExecutor.from_config(config)
+    target = (config.get(EXECUTION_TARGET_KEY) or DEFAULT_EXECUTION_TARGET).strip() or DEFAULT_EXECUTION_TARGET
+    return executor_factory(target).get_executor(config)

@@ -2,11 +2,14 @@
 
 One job per executor call (like Flink's per-job mini cluster): the cluster starts for the job
 and is torn down when the job's client closes or its result has been fetched.
+
+`execution.target: embedded` (the default) finds EmbeddedExecutorFactory through the
+`millrace.executors` entry point group (see runtime.api.execution).
 """
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Mapping
 
 from runtime.api.execution import JobExecutionResult, StatusListener
 from runtime.deploy.job_client import DispatcherJobClient
@@ -37,7 +40,7 @@ class EmbeddedExecutor:
         self.spark = spark
 
     @classmethod
-    def from_config(cls, config: dict[str, str]) -> "EmbeddedExecutor":
+    def from_config(cls, config: Mapping[str, str]) -> "EmbeddedExecutor":
         return cls(config.get(PROVIDER_KEY, "spark"), config.get(SPARK_MASTER_KEY))
 
     def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
@@ -55,3 +58,12 @@ class EmbeddedExecutor:
             cluster.close()
             raise
         return _OwningJobClient(cluster.dispatcher_gateway(), job_id, status_listener, on_close=cluster.close)
+
+
+class EmbeddedExecutorFactory:
+    """`execution.target: embedded` (Flink's PipelineExecutorFactory for its embedded/local target)."""
+
+    name = "embedded"
+
+    def get_executor(self, config: Mapping[str, str]) -> EmbeddedExecutor:
+        return EmbeddedExecutor.from_config(config)

@@ -1,5 +1,6 @@
 """runtime.api.common: PyFlink's pyflink.common (Types, Row, Time, WatermarkStrategy, ...)."""
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
+from runtime.api.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from runtime.api.common.time import Duration, Time
 from runtime.api.common.typeinfo import (
     BasicTypeInfo,
@@ -12,16 +13,20 @@ from runtime.api.common.typeinfo import (
     Types,
 )
 from runtime.api.common.watermark_strategy import FieldTimestampAssigner, TimestampAssigner, WatermarkStrategy
+from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.row import Row
 
 __all__ = [
     "BasicTypeInfo",
+    "CheckpointingMode",
     "Configuration",
     "Duration",
     "FieldTimestampAssigner",
     "ListTypeInfo",
     "MapTypeInfo",
     "PickledBytesTypeInfo",
+    "RestartStrategies",
+    "RestartStrategyConfiguration",
     "Row",
     "RowTypeInfo",
     "RuntimeExecutionMode",

@@ -11,6 +11,16 @@ from typing import Any
 
 from runtime.api.common.configuration import RuntimeExecutionMode
 from runtime.api.datastream import functions
+from runtime.api.datastream.checkpoint_config import (
+    CheckpointConfig,
+    CheckpointStorage,
+    EmbeddedRocksDBStateBackend,
+    ExternalizedCheckpointCleanup,
+    ExternalizedCheckpointRetention,
+    FileSystemCheckpointStorage,
+    HashMapStateBackend,
+    StateBackend,
+)
 from runtime.api.datastream.data_stream import (
     AllWindowedStream,
     ConnectedStreams,
@@ -41,6 +51,7 @@ from runtime.api.datastream.functions import (
     WindowFunction,
 )
 from runtime.api.datastream.stream_execution_environment import ExecutionConfig, StreamExecutionEnvironment
+from runtime.core.checkpoint import CheckpointingMode
 
 # name -> module that defines it (imported on first access)
 _LAZY: dict[str, str] = {
@@ -113,13 +124,22 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AllWindowedStream",
+    "CheckpointConfig",
+    "CheckpointStorage",
+    "CheckpointingMode",
     "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
+    "EmbeddedRocksDBStateBackend",
     "ExecutionConfig",
+    "ExternalizedCheckpointCleanup",
+    "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
+    "HashMapStateBackend",
     "KeyedStream",
     "RuntimeExecutionMode",
     "SlotSharingGroup",
+    "StateBackend",
     "StreamExecutionEnvironment",
     "WindowedStream",
     "functions",

@@ -2,15 +2,29 @@
 
 Collects the transformations that sinks register, compiles them (StreamGraph -> JobGraph) and
 hands the JobGraph to the current PipelineExecutor (runtime.api.execution).
+
+Fault tolerance settings (checkpointing, state backend, restart strategy, failover strategy)
+are Flink's configuration keys in the environment's Configuration, whether set through the API
+(`enable_checkpointing`, `get_checkpoint_config()`, `set_state_backend`,
+`set_restart_strategy`) or given as a Configuration; they travel to the JobMaster in
+JobGraph.config and are validated when the job is compiled.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
+from runtime.api.common.restart_strategy import (
+    RestartStrategies,
+    RestartStrategyConfiguration,
+    is_restart_strategy_key,
+)
+from runtime.api.datastream.checkpoint_config import CheckpointConfig, StateBackend, state_backend_from_config
 from runtime.api.datastream.data_stream import DataStream
-from runtime.core.errors import InvalidProgramError
+from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY, CHECKPOINT_MODE_KEY, CheckpointingMode
+from runtime.core.errors import ConfigurationError, InvalidProgramError
 from runtime.graph.transformations import OneInputTransformation, SourceTransformation, Transformation
+from runtime.jobmanager.scheduler import failover as _failover
 
 DEFAULT_JOB_NAME = "Millrace Streaming Job"
 DEFAULT_MAX_PARALLELISM = 128
@@ -22,8 +36,19 @@ RUNTIME_MODE_KEY = "execution.runtime-mode"
 CHAINING_KEY = "pipeline.operator-chaining"
 BUFFER_TIMEOUT_KEY = "execution.buffer-timeout"
 WATERMARK_INTERVAL_KEY = "pipeline.auto-watermark-interval"
-CHECKPOINT_INTERVAL_KEY = "execution.checkpointing.interval"
-CHECKPOINT_MODE_KEY = "execution.checkpointing.mode"
+# CHECKPOINT_INTERVAL_KEY / CHECKPOINT_MODE_KEY: runtime.core.checkpoint's, imported above
+RESTART_STRATEGY_TYPE_KEY = _failover.RESTART_STRATEGY_TYPE_KEY
+FAILOVER_STRATEGY_KEY = _failover.FAILOVER_STRATEGY_KEY
+
+
+def validate_fault_tolerance_config(config: Configuration | dict[str, str]) -> None:
+    """Raise ConfigurationError naming the key when an execution.checkpointing.*, state.backend*,
+    restart-strategy.* or failover-strategy value is malformed or unsupported."""
+    c = Configuration(config)
+    CheckpointConfig(c).validate()
+    d = c.to_dict()
+    _failover.restart_strategy_from_config(d, _failover.is_checkpointing_enabled(d))
+    _failover.failover_strategy_from_config(d)
 
 
 class ExecutionConfig:
@@ -75,6 +100,13 @@ class ExecutionConfig:
     def is_object_reuse_enabled(self) -> bool:
         return self._object_reuse
 
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration) -> "ExecutionConfig":
+        self._env.set_restart_strategy(restart_strategy_configuration)
+        return self
+
+    def get_restart_strategy(self) -> RestartStrategyConfiguration:
+        return self._env.get_restart_strategy()
+
 
 class StreamExecutionEnvironment:
     def __init__(self, configuration: Configuration | dict[str, Any] | None = None) -> None:
@@ -84,6 +116,7 @@ class StreamExecutionEnvironment:
         self._runtime_mode = RuntimeExecutionMode(self._config.get_string(RUNTIME_MODE_KEY, "STREAMING").upper())
         self._transformations: list[Transformation] = []
         self._execution_config = ExecutionConfig(self)
+        self._checkpoint_config = CheckpointConfig(self._config)  # a view over self._config
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | dict[str, Any] | None = None) -> "StreamExecutionEnvironment":
@@ -93,6 +126,7 @@ class StreamExecutionEnvironment:
         base = Configuration(context_config())
         if configuration is not None:
             base.add_all(configuration)
+            validate_fault_tolerance_config(configuration)
         return StreamExecutionEnvironment(base)
 
     # -- settings --------------------------------------------------------------------------------
@@ -131,6 +165,9 @@ class StreamExecutionEnvironment:
         return self._config
 
     def configure(self, configuration: Configuration | dict[str, Any]) -> "StreamExecutionEnvironment":
+        """Apply Flink options, including execution.checkpointing.*, state.backend.type,
+        restart-strategy.* and jobmanager.execution.failover-strategy (validated here)."""
+        validate_fault_tolerance_config(Configuration(configuration))
         self._config.add_all(configuration)
         c = self._config
         self._parallelism = c.get_integer(PARALLELISM_KEY, self._parallelism) or self._parallelism
@@ -154,12 +191,62 @@ class StreamExecutionEnvironment:
     def get_buffer_timeout(self) -> int:
         return self._config.get_integer(BUFFER_TIMEOUT_KEY, 100) or 100
 
-    def enable_checkpointing(self, interval: int, mode: Any = None) -> "StreamExecutionEnvironment":
-        """Recorded in the job config for the checkpoint coordinator (execution.checkpointing.*)."""
-        self._config.set_integer(CHECKPOINT_INTERVAL_KEY, interval)
+    # -- fault tolerance -------------------------------------------------------------------------
+    def enable_checkpointing(
+        self, interval: int, mode: CheckpointingMode | str | None = None
+    ) -> "StreamExecutionEnvironment":
+        """Checkpoint every `interval` ms (at least 10); `mode` EXACTLY_ONCE (the default) or
+        AT_LEAST_ONCE; None keeps the mode configured so far (execution.checkpointing.*)."""
+        cc = self._checkpoint_config
         if mode is not None:
-            self._config.set_string(CHECKPOINT_MODE_KEY, str(getattr(mode, "name", mode)))
+            cc.set_checkpointing_mode(mode)  # validated first: a bad mode leaves nothing half-set
+        cc.set_checkpoint_interval(interval)
         return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def get_checkpoint_interval(self) -> int:
+        """Milliseconds between checkpoints; -1 when checkpointing is disabled."""
+        return self._checkpoint_config.get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self._checkpoint_config.get_checkpointing_mode()
+
+    def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":
+        """HashMapStateBackend() (state.backend.type: hashmap) or EmbeddedRocksDBStateBackend() (rocksdb)."""
+        if not isinstance(state_backend, StateBackend) or not state_backend.TYPE:
+            raise InvalidProgramError(
+                f"set_state_backend(): expected HashMapStateBackend() or EmbeddedRocksDBStateBackend(), "
+                f"got {type(state_backend).__name__}"
+            )
+        self._config.remove_config("state.backend")  # the older key would otherwise still be read
+        state_backend._apply(self._config)
+        return self
+
+    def get_state_backend(self) -> StateBackend | None:
+        """The configured state backend, or None (then hashmap)."""
+        return state_backend_from_config(self._config)
+
+    def set_restart_strategy(
+        self, restart_strategy_configuration: RestartStrategyConfiguration
+    ) -> "StreamExecutionEnvironment":
+        """Replace the job's restart strategy (restart-strategy.* keys); fall_back_restart() clears them."""
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise InvalidProgramError(
+                "set_restart_strategy(): expected a RestartStrategies.*() configuration (no_restart, "
+                "fixed_delay_restart, failure_rate_restart, exponential_delay_restart, fall_back_restart), "
+                f"got {type(restart_strategy_configuration).__name__}"
+            )
+        for key in [k for k in self._config.key_set() if is_restart_strategy_key(k)]:
+            self._config.remove_config(key)
+        self._config.add_all(restart_strategy_configuration.to_configuration())
+        return self
+
+    def get_restart_strategy(self) -> RestartStrategyConfiguration:
+        """The restart strategy the configuration describes; fall_back_restart() when none is set
+        (then: no restart without checkpointing, exponential-delay with it)."""
+        return RestartStrategies.from_configuration(self._config.to_dict())
 
     # -- sources ---------------------------------------------------------------------------------
     def from_collection(self, collection: Sequence[Any], type_info: Any = None) -> DataStream:
@@ -250,13 +337,18 @@ class StreamExecutionEnvironment:
                 f"job '{job_name or DEFAULT_JOB_NAME}' has no sink{where}; add a sink "
                 "(print(), sink_to(), add_sink(), execute_and_collect()) before executing"
             )
+        config = self._job_config()
+        try:
+            validate_fault_tolerance_config(config)
+        except ConfigurationError as e:
+            raise ConfigurationError(f"job '{job_name or DEFAULT_JOB_NAME}': {e}") from None
         sg = generate_stream_graph(
             list(self._transformations),
             job_name or DEFAULT_JOB_NAME,
             self._parallelism,
             self._max_parallelism,
             self._runtime_mode.value,
-            self._job_config(),
+            config,
         )
         if clear_transformations:
             self._transformations.clear()  # like Flink: a second execute() runs only new sinks
