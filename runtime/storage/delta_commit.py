@@ -180,3 +180,17 @@ def _landed(table_uri: str, storage_options: dict[str, str] | None, app_id: str 
         done = dt.transaction_version(app_id)
         return done is not None and done >= int(version)  # type: ignore[arg-type]
     return False if dt.version() == before else None
+
+
+def referenced_files(table_uri: str, storage_options: dict[str, str] | None = None) -> set[str]:
+    """Paths (relative to the table root) of every file the table's current version references."""
+    dt = _open_table(table_uri, storage_options)
+    if dt is None:
+        return set()
+    dt.update_incremental()
+    import pyarrow as pa
+
+    # relative paths as the log stores them (URL-decoded: partition values may be escaped)
+    from urllib.parse import unquote
+
+    return {unquote(p) for p in pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()}
