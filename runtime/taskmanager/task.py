@@ -1,14 +1,18 @@
 """Task: one thread running one subtask attempt (Flink: Task + StreamTask's mailbox loop)."""
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import cloudpickle
 
 from runtime.api.operators.base import InputStatus, TaskMetrics
+from runtime.core.checkpoint import CHECKPOINT_MODE_KEY, CheckpointBarrier, CheckpointingMode, OperatorSnapshot, StateInitializationContext, operator_state_id
+from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.taskmanager.user_code import load_user_code
 from runtime.core.errors import MillraceError
 from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Watermark
@@ -16,7 +20,15 @@ from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, execution_state_machine
 from runtime.graph.job_graph import ChainedOperator
 from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeploymentDescriptor
-from runtime.rpc.messages import ErrorInfo, OperatorEventMessage, TaskExecutionStateUpdate, TaskMetricsSnapshot
+from runtime.rpc.messages import (
+    AcknowledgeCheckpoint,
+    DeclineCheckpoint,
+    ErrorInfo,
+    OperatorEventMessage,
+    TaskExecutionStateUpdate,
+    TaskMetricsSnapshot,
+    TaskStateSnapshot,
+)
 from runtime.taskmanager.interrupt import TaskInterrupter
 from runtime.taskmanager.mailbox import TaskMailbox
 from runtime.taskmanager.network.errors import PartitionReleasedError
@@ -75,8 +87,10 @@ class Task:
         report_state: Callable[[TaskExecutionStateUpdate], None],
         send_operator_event: Callable[[OperatorEventMessage], None],
         on_terminal: Callable[["Task"], None],
+        checkpoint_response: Callable[[AcknowledgeCheckpoint | DeclineCheckpoint], None] | None = None,
     ) -> None:
         self.tdd = tdd
+        self.checkpoint_response = checkpoint_response
         self.network = network
         self.tm_id = tm_id
         self.report_state = report_state
@@ -92,6 +106,11 @@ class Task:
         self._writers: list[Any] = []
         self._gate: Any = None
         self._interrupter = TaskInterrupter()
+        # work for the task thread from other threads (checkpoint triggers, notifications): run between inputs
+        self._control: collections.deque[Callable[[], None]] = collections.deque()
+        self._chain: OperatorChain | None = None
+        self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
+        self._barrier_handler: Any = None
         # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
@@ -182,6 +201,8 @@ class Task:
         try:
             self._transition(ExecutionState.INITIALIZING)
             chain = self._build_chain()
+            self._initialize_state(chain)
+            self._chain = chain
             chain.open()
             self._transition(ExecutionState.RUNNING)
             self.log.info("running")
@@ -227,6 +248,10 @@ class Task:
                 self.log.error("failed: %s", info.describe())
                 self._transition(ExecutionState.FAILED, info)
         finally:
+            self._chain = None
+            self._quietly(self._run_control)  # triggers that came too late are declined, not left to time out
+            if self._snapshot_thread is not None:
+                self._snapshot_thread.shutdown(wait=False)
             for w in self._writers:
                 self._quietly(w.close)
             if self._gate is not None:
@@ -287,8 +312,11 @@ class Task:
         src = member.operator
         mailbox = self.mailbox
         canceled = self._canceled
+        control = self._control
         while not canceled.is_set():
             mailbox.run_due()
+            if control:
+                self._run_control()
             try:
                 status = src.emit_next()  # type: ignore[attr-defined]
             except BaseException as e:
@@ -311,8 +339,12 @@ class Task:
         channel_map = self._channel_map
         heads = {(li.node_id, li.type_number): chain.operator(li.node_id) for li in self._logical}
         remaining = len(self._logical)
+        control = self._control
+        barriers = self._barrier_handler = self._create_barrier_handler(gate)
         while remaining and not canceled.is_set():
             mailbox.run_due()
+            if control:
+                self._run_control()
             item = gate.poll_next(mailbox.seconds_until_next(_POLL_CAP_S))
             if item is None:
                 continue
@@ -328,7 +360,10 @@ class Task:
                     wm = li.valve.input_watermark(local_ch, element.timestamp)
                     if wm is not None:
                         op.process_watermark(Watermark(wm), li.type_number)
+                elif isinstance(element, CheckpointBarrier):
+                    barriers.process_barrier(channel, element)
                 elif isinstance(element, EndOfPartition):
+                    barriers.process_end_of_partition(channel)
                     wm = li.valve.channel_finished(local_ch)
                     if wm is not None:
                         op.process_watermark(Watermark(wm), li.type_number)
@@ -344,5 +379,124 @@ class Task:
                 raise
 
     def on_event(self, event: Any) -> None:
-        """Other in-band events (checkpoint barriers arrive here with the checkpoint issue)."""
+        """Other in-band events: none are known yet."""
         raise MillraceError(f"task {self.tdd.task_name_with_subtask}: unexpected event {event!r}")
+
+    # --- state and checkpoints (Flink: StreamTask + SubtaskCheckpointCoordinator) ---------------
+    def _initialize_state(self, chain: OperatorChain) -> None:
+        """Every operator gets its restored state (or an empty context) after setup, before open."""
+        tdd = self.tdd
+        restore = tdd.task_restore
+        kgr = compute_key_group_range_for_operator_index(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
+        for spec in tdd.operators:
+            op_id = operator_state_id(spec.uid, spec.node_id)
+            files = restore.operator_files.get(op_id) if restore is not None else None
+            if files:
+                from runtime.storage.state_files import read_operator_state  # pyarrow only; not for every task
+
+                assert tdd.checkpoint_dir is not None
+                ctx = read_operator_state(tdd.checkpoint_dir, files, op_id, kgr, tdd.subtask_index, tdd.parallelism)
+                ctx.restored_checkpoint_id = restore.checkpoint_id  # type: ignore[union-attr]
+            else:
+                ctx = StateInitializationContext(restored_checkpoint_id=restore.checkpoint_id if restore is not None else None)
+            chain._guard(spec.name, chain.operator(spec.node_id).initialize_state, ctx)
+        if restore is not None:
+            self.log.info("restored from checkpoint %d", restore.checkpoint_id)
+
+    def _create_barrier_handler(self, gate: Any) -> Any:
+        from runtime.taskmanager.checkpoint_barrier_handler import create_barrier_handler
+
+        mode = CheckpointingMode((self.tdd.config.get(CHECKPOINT_MODE_KEY) or "EXACTLY_ONCE").upper().replace("-", "_"))
+        return create_barrier_handler(
+            mode, gate.num_channels, gate, self._perform_checkpoint, self._on_checkpoint_aborted_in_alignment, logger=self.log
+        )
+
+    def _run_control(self) -> None:
+        while self._control:
+            self._control.popleft()()
+
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp_ms: int, mode: str) -> bool:
+        """Any thread: a source task injects barrier `checkpoint_id` at its next step. False: not running."""
+        if self.machine.state is not ExecutionState.RUNNING or self._canceled.is_set():
+            return False
+        barrier = CheckpointBarrier(checkpoint_id, timestamp_ms, CheckpointingMode(mode))
+        self._control.append(lambda: self._perform_checkpoint(barrier))
+        return True
+
+    def notify_checkpoint(self, checkpoint_id: int, completed: bool) -> None:
+        """Any thread: checkpoint complete or aborted; operators hear it on the task thread."""
+        self._control.append(lambda: self._notify_operators(checkpoint_id, completed))
+
+    def _notify_operators(self, checkpoint_id: int, completed: bool) -> None:
+        chain = self._chain
+        if chain is None:
+            return
+        for spec in self.tdd.operators:
+            op = chain.operator(spec.node_id)
+            fn = op.notify_checkpoint_complete if completed else op.notify_checkpoint_aborted
+            chain._guard(spec.name, fn, checkpoint_id)
+
+    def _on_checkpoint_aborted_in_alignment(self, checkpoint_id: int, reason: str) -> None:
+        self.log.info("checkpoint %d aborted during alignment: %s", checkpoint_id, reason)
+        self._decline(checkpoint_id, reason)
+
+    def _perform_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Task thread: the synchronous part (cheap copies), the barrier downstream, then the rest off-thread."""
+        chain = self._chain
+        if chain is None or self._canceled.is_set():
+            self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running")
+            return
+        t0 = time.monotonic()
+        snapshots: dict[str, OperatorSnapshot] = {}
+        for spec in self.tdd.operators:
+            snap = chain._guard(spec.name, chain.operator(spec.node_id).snapshot_state, barrier.checkpoint_id)
+            if snap is not None:
+                snapshots[operator_state_id(spec.uid, spec.node_id)] = snap
+        for w in self._writers:
+            w.broadcast_event(barrier)  # records before the barrier are flushed before it
+        sync_ms = int((time.monotonic() - t0) * 1000)
+        alignment_ms = getattr(self._barrier_handler, "last_alignment_ms", 0) if self._barrier_handler is not None else 0
+        if self._snapshot_thread is None:
+            self._snapshot_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{self.tdd.task_name_with_subtask}")
+        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, sync_ms, alignment_ms)
+
+    def _write_and_acknowledge(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int) -> None:
+        """Snapshot thread: serialise and write the state file, then acknowledge (or decline) to the JobMaster."""
+        tdd = self.tdd
+        t0 = time.monotonic()
+        try:
+            committables = {op: cloudpickle.dumps(s.committables) for op, s in snapshots.items() if s.committables is not None}
+            files = []
+            stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists}
+            if stateful:
+                from runtime.storage.state_files import write_state_file
+
+                if tdd.checkpoint_dir is None:
+                    raise MillraceError(f"task {tdd.task_name_with_subtask}: checkpoint {checkpoint_id} has no checkpoint directory")
+                handle = write_state_file(tdd.checkpoint_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
+                if handle is not None:
+                    files.append(handle)
+            ack = AcknowledgeCheckpoint(
+                job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id,
+                state=TaskStateSnapshot(files=files, committables=committables),
+                sync_ms=sync_ms, async_ms=int((time.monotonic() - t0) * 1000), alignment_ms=alignment_ms,
+            )
+        except Exception as e:  # noqa: BLE001 - a failed snapshot declines the checkpoint; the task goes on
+            self.log.warning("checkpoint %d: snapshot failed: %r", checkpoint_id, e)
+            self._decline(checkpoint_id, f"{tdd.task_name_with_subtask}: snapshot failed: {e!r}")
+            return
+        if self.checkpoint_response is not None:
+            try:
+                self.checkpoint_response(ack)
+            except Exception as e:  # noqa: BLE001 - the JobMaster aborts the checkpoint by timeout then
+                self.log.warning("checkpoint %d: acknowledgement failed: %s", checkpoint_id, e)
+
+    def _decline(self, checkpoint_id: int, reason: str) -> None:
+        if self.checkpoint_response is None:
+            return
+        tdd = self.tdd
+        msg = DeclineCheckpoint(job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id, reason=reason)
+        try:
+            self.checkpoint_response(msg)
+        except Exception as e:  # noqa: BLE001
+            self.log.warning("checkpoint %d: decline failed: %s", checkpoint_id, e)

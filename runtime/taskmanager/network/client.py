@@ -10,7 +10,13 @@ Losing the connection fails every channel on it that has not yet received its En
 
 Credit-based flow control: a channel announces `initial_credit` with its request and one more
 credit each time the task thread takes a record batch out of its queue, so at most
-`initial_credit` undelivered batches ever sit in a channel's queue.
+`initial_credit` undelivered batches ever sit in a channel's queue. Events (watermarks, checkpoint
+barriers, EndOfPartition) cost no credit: the server sends one as soon as it is at the head of
+the subpartition, so a barrier is never held back behind a missing credit.
+
+A channel blocked in its InputGate for checkpoint alignment is simply not read by the task
+thread, so it returns no credit: the producer gets to send at most its remaining credit, then its
+subpartition fills and its task thread blocks (backpressure) until the alignment ends.
 """
 from __future__ import annotations
 

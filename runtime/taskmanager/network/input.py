@@ -4,6 +4,15 @@ Flink: SingleInputGate, InputChannel, LocalInputChannel. Channels tell the gate 
 from empty to non-empty (Flink's notifyChannelNonEmpty); the gate keeps a queue of channels
 with data and the task thread blocks on a condition until one is there -- never spinning.
 The remote channel lives in client.py.
+
+Channel blocking (for aligned, exactly-once checkpoints; Flink: CheckpointedInputGate blocking a
+channel after its barrier, InputChannel.blockConsumption/resumeConsumption): a blocked channel is
+kept out of the queue of channels with data, so the task thread takes nothing from it until it is
+unblocked. Its data stays where it is: a local producer's bounded subpartition fills and the
+producer blocks; a remote channel announces no credit (credit is only returned when the task
+thread takes a batch), so the remote producer's subpartition fills and it blocks. Nothing buffers
+without bound. Blocking costs the hot path nothing: poll_next is unchanged, and a notification
+for a blocked channel is only remembered (the channel stays "queued") until it is unblocked.
 """
 from __future__ import annotations
 
@@ -35,7 +44,10 @@ class InputChannel(ABC):
         self.rpid = rpid
         self.subpartition = subpartition
         self.finished = False  # the task thread took EndOfPartition (gate lock)
-        self._queued = False  # in the gate's queue of channels with data (gate lock)
+        # has data to look at: in the gate's queue of channels with data, or, while blocked, held
+        # back until unblocked (gate lock)
+        self._queued = False
+        self._blocked = False  # the task thread takes nothing from it until unblocked (gate lock)
 
     @abstractmethod
     def request(self) -> None:
@@ -97,12 +109,22 @@ class LocalInputChannel(InputChannel):
         if self._closed:
             return
         try:
-            view = partition.create_view(self.subpartition, self.notify_available)
+            view = partition.create_view(self.subpartition, self._on_view_notification)
         except PartitionError as e:
             self.notify_error(e)
             return
         self._view = view
         if view.is_available():
+            self.notify_available()
+
+    def _on_view_notification(self) -> None:
+        # producer (or releasing) thread: data arrived, or the partition failed/was released
+        view = self._view
+        if view is not None and view.partition.is_released:
+            # why: raise it on the task thread now, also while this channel is blocked for
+            # alignment (its data would not be looked at until the alignment ends)
+            self.notify_error(view.partition.consumer_error())
+        else:
             self.notify_available()
 
     def check_request_timeout(self, now: float) -> None:
@@ -140,6 +162,7 @@ class InputGate:
         self._available: deque[InputChannel] = deque()
         self._error: BaseException | None = None
         self._num_finished = 0
+        self._blocked: list[InputChannel] = []
         self._closed = False
         self._requested = False
 
@@ -174,6 +197,8 @@ class InputGate:
             if ch._queued or ch.finished or self._closed:
                 return
             ch._queued = True
+            if ch._blocked:
+                return  # remembered: unblocking queues it
             self._available.append(ch)
             self._cond.notify()
 
@@ -229,6 +254,52 @@ class InputGate:
             elif more:
                 self._notify_channel_non_empty(ch)
             return ch.index, element
+
+    # ---- channel blocking (task thread) -------------------------------------------------------
+    def block_channel(self, index: int) -> None:
+        """Take nothing more from channel `index` until it is unblocked (idempotent). Its data
+        waits in the channel (which backpressures its producer)."""
+        ch = self.channels[index]
+        with self._cond:
+            if ch._blocked:
+                return
+            ch._blocked = True
+            self._blocked.append(ch)
+            if ch._queued:
+                try:
+                    self._available.remove(ch)  # O(channels), once per channel and checkpoint
+                except ValueError:
+                    pass  # why: close() cleared the queue
+                # still _queued: it has data to look at once unblocked
+
+    def unblock_channel(self, index: int) -> None:
+        """Let the task thread read channel `index` again; queued if it has data."""
+        ch = self.channels[index]
+        with self._cond:
+            if not ch._blocked:
+                return
+            self._blocked.remove(ch)
+            self._unblock_locked(ch)
+
+    def unblock_all(self) -> None:
+        """Unblock every blocked channel (in the order they were blocked)."""
+        with self._cond:
+            blocked, self._blocked = self._blocked, []
+            for ch in blocked:
+                self._unblock_locked(ch)
+
+    def _unblock_locked(self, ch: InputChannel) -> None:
+        ch._blocked = False
+        if ch._queued and not ch.finished and not self._closed:
+            self._available.append(ch)
+            self._cond.notify()
+
+    def is_blocked(self, index: int) -> bool:
+        return self.channels[index]._blocked
+
+    @property
+    def num_blocked(self) -> int:
+        return len(self._blocked)
 
     def close(self) -> None:
         """Release every channel (cancels remote requests); poll_next then returns None."""

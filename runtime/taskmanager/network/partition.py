@@ -161,6 +161,11 @@ class ResultPartition:
             subs = self._subs if subpartition is None else [self._subs[subpartition]]
             return any(s.waiters for s in subs)
 
+    def consumer_error(self) -> PartitionError:
+        """What a reader of this failed or released partition gets (as `SubpartitionView.poll` raises)."""
+        with self._lock:
+            return self._error_locked()
+
     def _error_locked(self) -> PartitionError:
         if self._state is _State.FAILED:
             return ProducerFailedError(

@@ -10,8 +10,11 @@ data is never copied into the pickle stream:
     [code u8][n_buffers u32][meta_len u64][buffer_len u64 * n_buffers][meta][buffer 0][buffer 1]...
 
 ObjectBatch falls back to cloudpickle when plain pickle fails (lambdas, local classes).
-Watermark: code 3 + int64. EndOfPartition: code 4, no body. Further event types (checkpoint
-barriers, ...) register a code in [16, 255] with `register_event_type`.
+Watermark: code 3 + int64. EndOfPartition: code 4, no body. Further event types register a code
+in [16, 255] with `register_event_type`; CheckpointBarrier is registered here with code 16 and a
+compact body (Flink: EventSerializer's CheckpointBarrier layout, minus the options we do not have):
+
+    [16 u8][checkpoint_id i64][timestamp i64][mode u8: 0 EXACTLY_ONCE, 1 AT_LEAST_ONCE]
 
 Security: decoding unpickles. Only call `decode` on payloads from a peer that passed the
 cluster-secret handshake (runtime.rpc.auth); the data server never decodes anything.
@@ -22,6 +25,7 @@ import pickle
 import struct
 from typing import Any, Callable
 
+from runtime.core.checkpoint import CheckpointBarrier, CheckpointingMode
 from runtime.core.records import (
     END_OF_PARTITION,
     ColumnBatch,
@@ -36,6 +40,7 @@ CODE_OBJECT_BATCH = 2
 CODE_WATERMARK = 3
 CODE_END_OF_PARTITION = 4
 FIRST_USER_EVENT_CODE = 16
+CODE_CHECKPOINT_BARRIER = 16  # the first registered event type (see the bottom of this module)
 
 _BATCH_HEAD = struct.Struct("<BIQ")  # code, n_buffers, meta_len
 _WATERMARK = struct.Struct("<Bq")
@@ -174,3 +179,26 @@ def decode(payload: bytes | bytearray | memoryview) -> Any:
 def is_data(element: Any) -> bool:
     """True for record batches (they take a buffer/credit); events do not."""
     return isinstance(element, RecordBatch)
+
+
+# ---- checkpoint barriers ---------------------------------------------------------------------
+_BARRIER = struct.Struct("<qqB")  # checkpoint id, timestamp, mode
+_MODE_CODES = {CheckpointingMode.EXACTLY_ONCE: 0, CheckpointingMode.AT_LEAST_ONCE: 1}
+_MODES = {v: k for k, v in _MODE_CODES.items()}
+
+
+def _encode_barrier(b: CheckpointBarrier) -> bytes:
+    return _BARRIER.pack(b.checkpoint_id, b.timestamp, _MODE_CODES[CheckpointingMode(b.mode)])
+
+
+def _decode_barrier(body: bytes) -> CheckpointBarrier:
+    if len(body) != _BARRIER.size:
+        raise ValueError(f"corrupt checkpoint barrier: {len(body)} body bytes, expected {_BARRIER.size}")
+    checkpoint_id, timestamp, mode = _BARRIER.unpack(body)
+    try:
+        return CheckpointBarrier(checkpoint_id, timestamp, _MODES[mode])
+    except KeyError:
+        raise ValueError(f"corrupt checkpoint barrier: unknown checkpointing mode code {mode}") from None
+
+
+register_event_type(CheckpointBarrier, CODE_CHECKPOINT_BARRIER, _encode_barrier, _decode_barrier)

@@ -131,12 +131,22 @@ class RecordWriter:
                 self._flush_locked()
 
     def broadcast_event(self, event: StreamElement) -> None:
-        """Flush pending data, then put `event` into every subpartition (so an event such as a
-        watermark never overtakes records emitted before it)."""
+        """Put `event` (a watermark, a checkpoint barrier, ...) into every subpartition, each
+        right after that subpartition's pending records (Flink: RecordWriter.broadcastEvent).
+
+        An event never overtakes a record emitted before it, and it is enqueued now, not at the
+        next buffer timeout: events take no buffer, so a consumer is notified at once and a
+        remote one gets it without credit. Subpartition by subpartition, so when moving the
+        pending records of one subpartition waits under backpressure, the subpartitions before
+        it already carry the event (a barrier starts the consumers' alignment as early as it can).
+        """
         with self._lock:
             self._check_open()
-            self._flush_locked()
-            self.partition.broadcast(event)
+            partition = self.partition
+            for ch, pend in enumerate(self._pending):
+                if pend:
+                    self._move(ch)
+                partition.add(ch, event)
 
     def flush_all(self) -> None:
         with self._lock:
