@@ -6,71 +6,60 @@ event time = wall-clock time), key by segment (user_id % segments), tumbling eve
 The job never ends by itself: it is submitted detached (`millrace run -d`, or the Dagster job
 `submit_live_activity`) and stopped by cancelling it (`millrace cancel`, `cancel_live_activity`).
 
+The source is a DataGeneratorSource over (practically) endless indices with a rate limiter, so its
+position is checkpointed state like every generator's: with checkpoints on, a restarted job goes on
+from the index where the checkpoint was taken instead of starting over at 0.
+
     millrace run pipelines/jobs/live_activity.py --cluster session --detached --rate 200
 """
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Callable
 
 import numpy as np
 
 from runtime.api.common import Time, TimestampAssigner, WatermarkStrategy
-from runtime.api.connectors.base import Source
+from runtime.api.connectors.base import RateLimiterStrategy
+from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.aggregates import Aggregates, Count, Sum
 from runtime.api.datastream.window import TumblingEventTimeWindows
-from runtime.api.operators.base import InputStatus, SourceOperator
 from runtime.core.errors import InvalidProgramError
-from runtime.core.records import ColumnBatch
 
 from pipelines.jobs.windowed_sum import MODULUS
 
 JOB_NAME = "live_activity"
+ENDLESS = (1 << 63) - 1  # Flink's idiom for an unbounded generator: count = Long.MAX_VALUE
+CHUNK = 1024
 
 
-class RateSourceOperator(SourceOperator):
-    """Emits one batch per `1 / batches_per_second` s; between batches it reports NOTHING_AVAILABLE
-    so the task's loop sleeps briefly and stays responsive to cancellation."""
-
-    def __init__(self, source: "RateEventSource") -> None:
-        super().__init__()
-        self.source = source
-        self._next_index = 0
-        self._next_due = 0.0
-
-    def open(self) -> None:
-        assert self.ctx is not None
-        self._next_index = self.ctx.subtask_index  # subtask k takes indices k, k+p, k+2p, ...
-        self._next_due = time.monotonic()
-
-    def emit_next(self) -> InputStatus:
-        assert self.ctx is not None and self.output is not None
-        now = time.monotonic()
-        if now < self._next_due:
-            return InputStatus.NOTHING_AVAILABLE
-        s, p = self.source, self.ctx.parallelism
-        per_batch = max(1, s.rate // (s.batches_per_second * p))
-        idx = self._next_index + p * np.arange(per_batch, dtype=np.int64)
-        self._next_index = int(idx[-1]) + p
-        x = ((idx * 1103515245 + 42) % MODULUS) ** 2 % MODULUS
-        ts = np.full(per_batch, int(time.time() * 1000), dtype=np.int64)
-        self.output.emit(ColumnBatch({"user_id": x % 10000, "ts_ms": ts, "value": (x // 10000) % 100}))
-        self._next_due = max(self._next_due + 1.0 / s.batches_per_second, now - 1.0)  # no burst after a stall
-        return InputStatus.MORE_AVAILABLE
+def live_event_columns(idx: np.ndarray) -> dict[str, np.ndarray]:
+    """windowed_sum's generator for index `idx` (reduced mod MODULUS first: no int64 overflow at any
+    index), stamped with the wall-clock time it is generated at."""
+    x = (((idx % MODULUS) * 1103515245 + 42) % MODULUS) ** 2 % MODULUS
+    ts = np.full(len(idx), int(time.time() * 1000), dtype=np.int64)
+    return {"user_id": x % 10000, "ts_ms": ts, "value": (x // 10000) % 100}
 
 
-class RateEventSource(Source):
-    """An unbounded source of about `rate` events per second (over all subtasks)."""
+class RateEventSource(DataGeneratorSource):
+    """An unbounded source of about `rate` events per second (over all subtasks), in about
+    `batches_per_second` batches per second per subtask. Its position (the next index per stripe of
+    the index space) is checkpointed; on restore it goes on from there."""
 
-    def __init__(self, rate: int = 200, batches_per_second: int = 5) -> None:
+    def __init__(self, rate: int = 200, batches_per_second: int = 5, clock: Callable[[], float] | None = None) -> None:
         if rate < 1 or batches_per_second < 1:
             raise InvalidProgramError(f"RateEventSource: rate and batches_per_second must be >= 1, got {rate}, {batches_per_second}")
         self.rate = int(rate)
         self.batches_per_second = int(batches_per_second)
-
-    def create_operator(self) -> RateSourceOperator:
-        return RateSourceOperator(self)
+        super().__init__(
+            None,
+            ENDLESS,
+            rate_limiter_strategy=RateLimiterStrategy.per_second(self.rate, clock=clock, batch_seconds=1.0 / self.batches_per_second),
+            batch_generator=live_event_columns,
+            batch_size=CHUNK,
+        )
 
     def is_bounded(self) -> bool:
         return False

@@ -10,7 +10,15 @@ Written with the PyFlink-shaped API. By default it takes the vectorized path (co
 `map_batches`, a columnar window aggregate); `--per-record` runs the same job with per-record
 Python functions (MapFunction, AggregateFunction + ProcessWindowFunction), as PyFlink would.
 
+`--checkpoint-interval-ms MS` (0 = off) checkpoints every MS ms, exactly-once: the generator's
+position, the windows and the Delta sink's pending files are state, so a restarted job goes on from
+the last checkpoint and the table still holds every event exactly once. `--rate EVENTS_PER_S`
+(0 = unthrottled) limits the source to that many events per second over all subtasks (Flink's
+RateLimiterStrategy.per_second), e.g. to give checkpoints and failures time to happen; the result
+is the same with or without a rate.
+
     millrace run pipelines/jobs/windowed_sum.py --parallelism 2 --events 2000000 --output PATH
+    millrace run pipelines/jobs/windowed_sum.py --events 300000 --rate 30000 --checkpoint-interval-ms 500 --output PATH
 """
 from __future__ import annotations
 
@@ -20,12 +28,15 @@ from typing import Any, Iterable
 import numpy as np
 
 from runtime.api.common import Row, Time, TimestampAssigner, Types, WatermarkStrategy
+from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.delta import DeltaSink
 from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.aggregates import Aggregates, Count, Sum
 from runtime.api.datastream.functions import AggregateFunction, ProcessWindowFunction
 from runtime.api.datastream.window import TumblingEventTimeWindows
+from runtime.core.checkpoint import CheckpointingMode
+from runtime.core.errors import InvalidProgramError
 
 MODULUS = 2147483647
 BASE_TS_MS = 1700000000000
@@ -77,11 +88,25 @@ class EmitWindow(ProcessWindowFunction):
             yield Row(user_id=key, window_start=context.window().start, count=count, sum=total)
 
 
-def build(env: StreamExecutionEnvironment, events: int, output: str, per_record: bool = False) -> None:
+def build(
+    env: StreamExecutionEnvironment,
+    events: int,
+    output: str,
+    per_record: bool = False,
+    rate: int = 0,
+    checkpoint_interval_ms: int = 0,
+) -> None:
+    """The job on `env`. `rate` > 0: events per second over all subtasks; `checkpoint_interval_ms`
+    > 0: exactly-once checkpoints at that interval (0 leaves env's checkpointing as it is)."""
+    if rate < 0 or checkpoint_interval_ms < 0:
+        raise InvalidProgramError(f"windowed_sum: rate and checkpoint_interval_ms must be >= 0, got {rate}, {checkpoint_interval_ms}")
+    if checkpoint_interval_ms > 0:
+        env.enable_checkpointing(checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    limiter = RateLimiterStrategy.per_second(rate) if rate > 0 else None
     watermarks = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(TimestampAssigner.from_field("ts_ms"))
     windows = TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS))
     if per_record:
-        source = DataGeneratorSource(event_row, events, EVENT_TYPE)
+        source = DataGeneratorSource(event_row, events, EVENT_TYPE, rate_limiter_strategy=limiter)
         stream = (
             env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
             .map(lambda e: Row(user_id=e.user_id, ts_ms=e.ts_ms, value=e.value * 2), output_type=EVENT_TYPE)
@@ -93,7 +118,7 @@ def build(env: StreamExecutionEnvironment, events: int, output: str, per_record:
             .name("count and sum per user and window")
         )
     else:
-        source = DataGeneratorSource(event_row, events, EVENT_TYPE, batch_generator=event_columns)
+        source = DataGeneratorSource(event_row, events, EVENT_TYPE, rate_limiter_strategy=limiter, batch_generator=event_columns)
         stream = (
             env.from_source(source, WatermarkStrategy.no_watermarks(), "events")
             .map_batches(double_value)
@@ -115,9 +140,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--output", required=True, help="path of the output Delta table")
     parser.add_argument("--per-record", action="store_true", help="per-record Python functions instead of columnar batches")
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=0, metavar="MS", help="exactly-once checkpoints every MS ms (0 = off)")
+    parser.add_argument("--rate", type=int, default=0, metavar="EVENTS_PER_S", help="events per second over all subtasks (0 = unthrottled)")
     args = parser.parse_args(argv)
+    if args.checkpoint_interval_ms < 0 or args.rate < 0:
+        parser.error("--checkpoint-interval-ms and --rate must be >= 0")
     env = StreamExecutionEnvironment.get_execution_environment()
-    build(env, args.events, args.output, args.per_record)
+    build(env, args.events, args.output, args.per_record, rate=args.rate, checkpoint_interval_ms=args.checkpoint_interval_ms)
     env.execute("windowed_sum")
 
 

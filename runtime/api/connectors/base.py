@@ -3,13 +3,31 @@
 A Source builds one SourceOperator per subtask; a Sink builds one writer operator per subtask and,
 optionally, an OperatorCoordinator provider (global commit on the JobMaster). Both objects are
 cloudpickled into the JobGraph, so they must hold configuration only, never open resources.
+
+A source's position is state (Flink's SourceReader.snapshotState, Bytewax's resume state): a
+`SplitSourceOperator` reads a list of splits, each a small plain value (a tuple) that says what is
+left to read and from where. Its checkpoint is that list as operator list state `"splits"`; on
+restore the runtime deals the lists of all old subtasks out to the new ones (with an unchanged
+parallelism each subtask gets back exactly its own), so every record after the checkpoint is
+emitted exactly once, at any new parallelism.
+
+`RateLimiterStrategy` / `RateLimiter` (Flink's org.apache.flink.api.connector.source.util.ratelimit)
+throttle a source without ever blocking the task thread: a limiter only answers whether a batch may
+go now, and a source that may not returns InputStatus.NOTHING_AVAILABLE.
 """
 from __future__ import annotations
 
 import abc
-from typing import Any
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from runtime.api.operators.base import OperatorCoordinatorProvider, SourceOperator, StreamOperator
+from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
+from runtime.core.errors import InvalidProgramError
+
+# the operator list state that holds a source subtask's splits
+SPLITS_STATE = "splits"
 
 
 class Source(abc.ABC):
@@ -38,3 +56,143 @@ class Sink(abc.ABC):
 
     def default_name(self) -> str:
         return type(self).__name__
+
+
+# --- sources whose position is a list of splits ------------------------------------------------
+
+
+class SplitSourceOperator(SourceOperator):
+    """A source subtask reading splits (Flink's SourceReader: addSplits / snapshotState).
+
+    Subclasses implement `initial_splits()` (this subtask's share on a fresh start), `add_splits()`
+    (take over splits, called once in `open`, fresh or restored) and `snapshot_splits()` (what is
+    left, each split carrying its resume position). Split items are small plain values (tuples of
+    ints and strings), picklable, so the checkpoint stores them as they are.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._restored_splits: list[Any] | None = None
+
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        # restored: exactly the splits the runtime dealt to this subtask (maybe none), never a fresh share
+        self._restored_splits = list(context.operator_lists.get(SPLITS_STATE, [])) if context.is_restored else None
+
+    def open(self) -> None:
+        super().open()
+        self.add_splits(self.initial_splits() if self._restored_splits is None else self._restored_splits)
+        self._restored_splits = None
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
+        return OperatorSnapshot(operator_lists={SPLITS_STATE: self.snapshot_splits()})
+
+    def describe(self) -> str:
+        """`operator (subtask i/p)` for error messages."""
+        c = self.ctx
+        return "source" if c is None else f"{c.operator_name} (subtask {c.subtask_index + 1}/{c.parallelism}) of job {c.job_name}"
+
+    def initial_splits(self) -> list[Any]:
+        """This subtask's splits on a fresh start (self.ctx is set)."""
+        raise NotImplementedError
+
+    def add_splits(self, splits: list[Any]) -> None:
+        """Read `splits` (in any order; the operator orders them itself)."""
+        raise NotImplementedError
+
+    def snapshot_splits(self) -> list[Any]:
+        """The splits not yet fully emitted, with their resume positions; a cheap copy."""
+        raise NotImplementedError
+
+
+# --- rate limiting -------------------------------------------------------------------------------
+
+DEFAULT_BATCH_SECONDS = 0.05  # a throttled source emits about 1/20 s worth of records per batch
+DEFAULT_BURST_SECONDS = 1.0  # after a stall it catches up by at most 1 s worth (Guava's SmoothBursty)
+
+
+class RateLimiter:
+    """A non-blocking token bucket: `try_acquire(n)` takes n permits if they are there, else False.
+
+    Permits accrue at `permits_per_second` on `clock` (seconds, monotonic), up to `burst_seconds`
+    worth; the bucket starts with one batch, so the first batch goes at once. Callers ask for at
+    most `batch_size` permits at a time (about `batch_seconds` worth): output is then smooth.
+    """
+
+    def __init__(
+        self,
+        permits_per_second: float,
+        clock: Callable[[], float] | None = None,
+        batch_seconds: float = DEFAULT_BATCH_SECONDS,
+        burst_seconds: float = DEFAULT_BURST_SECONDS,
+    ) -> None:
+        if not permits_per_second > 0:
+            raise InvalidProgramError(f"RateLimiter: permits_per_second must be > 0, got {permits_per_second}")
+        if not batch_seconds > 0 or burst_seconds < 0:
+            raise InvalidProgramError(f"RateLimiter: need batch_seconds > 0 and burst_seconds >= 0 (got {batch_seconds}, {burst_seconds})")
+        self.permits_per_second = float(permits_per_second)
+        self.clock = clock or time.monotonic
+        self.batch_size = max(1, int(self.permits_per_second * batch_seconds))
+        self._capacity = max(float(self.batch_size), self.permits_per_second * burst_seconds)
+        self._tokens = float(self.batch_size)
+        self._last: float | None = None
+
+    def _refill(self) -> None:
+        now = self.clock()
+        if self._last is not None and now > self._last:
+            self._tokens = min(self._capacity, self._tokens + (now - self._last) * self.permits_per_second)
+        if self._last is None or now > self._last:
+            self._last = now
+
+    def try_acquire(self, permits: int) -> bool:
+        """Take `permits` (1..batch_size) now if available; never waits."""
+        if permits > self._capacity:
+            raise ValueError(f"RateLimiter: asked for {permits} permits at once, more than it can ever hold ({self._capacity:g})")
+        self._refill()
+        if permits <= self._tokens + 1e-9:
+            self._tokens -= permits
+            return True
+        return False
+
+    def seconds_until_available(self, permits: int) -> float:
+        """How long until `permits` could be taken (0 if now)."""
+        self._refill()
+        return max(0.0, (permits - self._tokens) / self.permits_per_second)
+
+
+@dataclass(frozen=True)
+class RateLimiterStrategy:
+    """How fast a source may emit, over all its subtasks (Flink's RateLimiterStrategy).
+
+    `RateLimiterStrategy.per_second(r)`: every subtask gets a limiter of r / parallelism records
+    per second. `clock` (seconds, monotonic; default time.monotonic) and `batch_seconds` (how much
+    a batch holds) are for tests and for sources that want coarser batches.
+    """
+
+    records_per_second: float | None = None
+    clock: Callable[[], float] | None = None
+    batch_seconds: float = DEFAULT_BATCH_SECONDS
+
+    @staticmethod
+    def per_second(
+        records_per_second: float, *, clock: Callable[[], float] | None = None, batch_seconds: float = DEFAULT_BATCH_SECONDS
+    ) -> "RateLimiterStrategy":
+        if not records_per_second > 0:
+            raise InvalidProgramError(f"RateLimiterStrategy.per_second: records_per_second must be > 0, got {records_per_second}")
+        if not batch_seconds > 0:
+            raise InvalidProgramError(f"RateLimiterStrategy.per_second: batch_seconds must be > 0, got {batch_seconds}")
+        return RateLimiterStrategy(float(records_per_second), clock, float(batch_seconds))
+
+    @staticmethod
+    def no_op() -> "RateLimiterStrategy":
+        return RateLimiterStrategy(None)
+
+    def create_rate_limiter(self, parallelism: int) -> RateLimiter | None:
+        """The limiter of one subtask; None: unthrottled."""
+        if self.records_per_second is None:
+            return None
+        return RateLimiter(self.records_per_second / max(1, parallelism), self.clock, self.batch_seconds)
+
+
+__all__ = [
+    "DEFAULT_BATCH_SECONDS", "RateLimiter", "RateLimiterStrategy", "SPLITS_STATE", "Sink", "Source", "SplitSourceOperator",
+]

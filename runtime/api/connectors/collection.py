@@ -1,13 +1,19 @@
 """from_collection: a non-parallel bounded source over an in-memory list (Flink's
-FromElementsFunction is parallelism 1 too)."""
+FromElementsFunction is parallelism 1 too).
+
+The position is state: a split is `(next, end)`, the list positions [next, end) not yet emitted.
+A fresh subtask 0 holds `(0, len(values))` (other subtasks, if forced, hold nothing); a restored
+subtask emits exactly the splits it got back, from their `next` on.
+"""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
 
-from runtime.api.connectors.base import Source
-from runtime.api.operators.base import InputStatus, SourceOperator
+from runtime.api.connectors.base import Source, SplitSourceOperator
+from runtime.api.operators.base import InputStatus
+from runtime.core.errors import InvalidProgramError
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
 from runtime.core.row import Row
 
@@ -38,25 +44,48 @@ def _normalize(values: Sequence[Any], type_info: Any) -> list[Any]:
     return list(values)
 
 
-class CollectionSourceOperator(SourceOperator):
+class CollectionSourceOperator(SplitSourceOperator):
     def __init__(self, values: list[Any], type_info: Any = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         super().__init__()
         self.values = values
         self.type_info = type_info
         self.batch_size = batch_size
-        self._pos = 0
+        self._splits: list[list[int]] = []  # [next, end], in list order
         self._dtypes = _columnar_dtypes(type_info)
 
-    def emit_next(self) -> InputStatus:
-        assert self.ctx is not None and self.output is not None
+    def initial_splits(self) -> list[tuple[int, int]]:
+        assert self.ctx is not None
         # Flink runs from_collection with parallelism 1; extra subtasks (if forced) emit nothing
-        if self.ctx.subtask_index != 0 or self._pos >= len(self.values):
-            self.output.emit_watermark(Watermark(MAX_TIMESTAMP))
-            return InputStatus.END_OF_INPUT
-        chunk = self.values[self._pos : self._pos + self.batch_size]
-        self._pos += len(chunk)
+        return [(0, len(self.values))] if self.ctx.subtask_index == 0 and self.values else []
+
+    def add_splits(self, splits: list[Any]) -> None:
+        n = len(self.values)
+        for x in splits:
+            ok = isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(v, int) for v in x) and 0 <= x[0] <= x[1] <= n
+            if not ok:
+                raise InvalidProgramError(
+                    f"{self.describe()}: restored split {x!r} is not a split (next, end) of this collection of {n} elements; "
+                    "the checkpoint belongs to another source under the same uid: give this source its own uid or start without the checkpoint"
+                )
+            if x[0] < x[1]:
+                self._splits.append([int(x[0]), int(x[1])])
+        self._splits.sort()
+
+    def snapshot_splits(self) -> list[tuple[int, int]]:
+        return [(a, b) for a, b in self._splits]
+
+    def emit_next(self) -> InputStatus:
+        assert self.output is not None
+        if not self._splits:
+            return self._finish()
+        split = self._splits[0]
+        pos, end = split
+        chunk = self.values[pos : min(end, pos + self.batch_size)]
         self.output.emit(self._to_batch(chunk))
-        return InputStatus.MORE_AVAILABLE if self._pos < len(self.values) else self._finish()
+        split[0] = pos + len(chunk)
+        if split[0] >= end:
+            self._splits.pop(0)
+        return InputStatus.MORE_AVAILABLE if self._splits else self._finish()
 
     def _finish(self) -> InputStatus:
         assert self.output is not None

@@ -1,16 +1,22 @@
-"""DeltaSink: parallel Parquet writers + one Delta commit on the JobMaster (Flink's two-phase
-Sink with a global committer, for bounded jobs).
+"""DeltaSink: parallel Parquet writers + one Delta commit per checkpoint on the JobMaster (Flink's
+two-phase-commit Sink V2 with a global committer).
 
 Writer (one per subtask): writes Parquet files of its batches directly into the table directory
-under unique names (uuid + subtask + attempt), rolls a file at `target_file_size` bytes, and at end
-of input sends its file list to the coordinator. Files not in the Delta log are invisible to
-readers, so nothing is visible before the commit.
+under names that carry the sink, subtask and attempt, rolls a file at `target_file_size` bytes.
+Files not in the Delta log are invisible to readers, so nothing is visible before a commit.
+- At a checkpoint (`snapshot_state`) it rolls its open files and hands them over as committables:
+  they travel with the checkpoint's acknowledgement and are part of the completed checkpoint.
+- At end of input it reports the files written since the last checkpoint (the tail) as an event.
 
-Coordinator (on the JobMaster): `on_job_finished()` commits the files of the newest attempt of
-every subtask in ONE transaction through runtime.storage.delta_commit, tagged with
-(app_id, version) so a replayed commit adds nothing. A job that did not finish commits nothing;
-`close()` then deletes the files it was told about. Streaming (checkpoint-driven) commits are not
-done here yet: an unbounded job commits only if it ends.
+Coordinator (on the JobMaster):
+- `notify_checkpoint_complete(n, committables)`: ONE Delta transaction with every subtask's files,
+  tagged (app id, version n), so a replayed commit adds nothing. Rows become visible per checkpoint.
+- `reset_to_checkpoint(n, committables, subtasks)`: committables of the restored checkpoint that
+  never got committed are committed now; files of the restarted subtasks that no commit and no
+  checkpoint references are deleted.
+- `on_job_finished()`: the tail, exactly once (version = last checkpoint + 1, or `app_version`
+  for a job that never checkpointed). `mode="overwrite"` applies to the job's first commit only.
+- A job that did not finish: files no commit references are deleted by `close()`.
 """
 from __future__ import annotations
 
@@ -18,12 +24,13 @@ import logging
 import os
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from runtime.api.connectors.base import Sink
 from runtime.api.operators.base import StreamOperator
+from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.errors import InvalidProgramError, StorageError
 from runtime.core.records import ColumnBatch, RecordBatch
 from runtime.core.row import Row
@@ -164,7 +171,8 @@ class DeltaSinkWriter(StreamOperator):
         self._reported = False
         self._fs: Any = None
         self._base = ""
-        self._token = uuid.uuid4().hex
+        self._token = uuid.uuid4().hex[:16]
+        self._handed_over = 0  # files in self._written[:n] belong to checkpoints: never delete them here
 
     def open(self) -> None:
         self._fs, self._base = _filesystem(self.sink.path)
@@ -203,10 +211,8 @@ class DeltaSinkWriter(StreamOperator):
             subdir = "/".join(
                 f"{p}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for p, v in partition_values.items()
             )
-            name = (
-                f"part-{len(self._written):05d}-{self._token}-s{self.ctx.subtask_index}"
-                f"-a{self.ctx.attempt_number}.parquet"
-            )
+            # the sink id, subtask and attempt in the name let a restore find the files of a lost attempt
+            name = f"{file_prefix(self.sink)}{self._token}-s{self.ctx.subtask_index}-a{self.ctx.attempt_number}-{len(self._written):05d}.parquet"
             rel = f"{subdir}/{name}" if subdir else name
             abs_path = f"{self._base}/{rel}"
             if subdir:
@@ -259,6 +265,14 @@ class DeltaSinkWriter(StreamOperator):
         )
         self._reported = True
 
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        """Pre-commit: roll every open file; the files since the last checkpoint become its committables."""
+        for key in list(self._open):
+            self._roll(key)
+        files, self._done = self._done, []
+        self._handed_over = len(self._written)
+        return OperatorSnapshot(committables=[{"files": files, "schema": self._schema}] if files else [])
+
     def end_input(self, input_index: int = 0) -> None:
         self._report()
 
@@ -268,12 +282,13 @@ class DeltaSinkWriter(StreamOperator):
     def close(self) -> None:
         if self._reported:
             return
-        # failed or canceled before reporting: nobody will commit these files
+        # failed or canceled before reporting: nobody will commit these files (but files handed to a
+        # checkpoint may be committed from it on restore: the coordinator decides about those)
         for f in self._open.values():
             _close_quietly(f.writer[0])  # separately: a failing writer must not leak its stream
             _close_quietly(f.writer[1])
         self._open.clear()
-        for p in self._written:
+        for p in self._written[self._handed_over :]:
             try:
                 self._fs.delete_file(p)
             except Exception:
@@ -281,20 +296,26 @@ class DeltaSinkWriter(StreamOperator):
 
 
 class DeltaSinkCoordinator:
-    """Commits every subtask's files in one Delta transaction when the job finishes."""
+    """Commits the sink's files: one Delta transaction per completed checkpoint, and the tail at the end."""
+
+    # test hook (a settable callable, house style): called with the checkpoint id before each checkpoint commit
+    before_commit: "Callable[[int], None] | None" = None
 
     def __init__(self, sink: "DeltaSink", job_id: str, operator_name: str, parallelism: int) -> None:
         self.sink = sink
         self.job_id = job_id
         self.operator_name = operator_name
         self.parallelism = parallelism
-        self._files: dict[int, tuple[int, list[dict[str, Any]]]] = {}  # subtask -> (attempt, files)
+        self._files: dict[int, tuple[int, list[dict[str, Any]]]] = {}  # subtask -> (attempt, tail files)
         self._superseded: list[dict[str, Any]] = []
         declared = _to_arrow_schema(sink.schema)
         self._schema: Any = _delta_compatible(declared) if declared is not None else None
         self._schema_conflicts: list[str] = []
         self._committed = False
         self._keep_files = False  # the commit's outcome is unknown: never delete what it may reference
+        self._last_checkpoint: int | None = None  # newest checkpoint committed or restored
+        self._any_commit = False  # overwrite applies to the first commit only
+        self.checkpoint_commits = 0
         self.version: int | None = None
 
     @property
@@ -315,37 +336,25 @@ class DeltaSinkCoordinator:
         if prev is not None:
             self._superseded.extend(prev[1])
         self._files[subtask] = (attempt, list(event["files"]))
-        schema = event.get("schema")
-        if schema is not None:
-            if self._schema is None:
-                self._schema = schema
-            elif not schema.equals(self._schema):
-                self._schema_conflicts.append(f"subtask {subtask} wrote {schema.to_string(show_schema_metadata=False)!r}")
+        self._note_schema(subtask, event.get("schema"))
 
-    def on_job_finished(self) -> dict[str, Any]:
-        missing = sorted(set(range(self.parallelism)) - set(self._files))
-        if missing:
-            raise StorageError(
-                f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
-                f"subtask(s) {missing}; nothing committed"
-            )
+    def _note_schema(self, subtask: int, schema: Any) -> None:
+        if schema is None:
+            return
+        if self._schema is None:
+            self._schema = schema
+        elif not schema.equals(self._schema):
+            self._schema_conflicts.append(f"subtask {subtask} wrote {schema.to_string(show_schema_metadata=False)!r}")
+
+    def _check_schemas(self) -> None:
         if self._schema_conflicts:
             raise StorageError(
                 f"job {self.job_id}: Delta sink '{self.operator_name}' got files with different schemas "
                 f"(expected {self._schema.to_string(show_schema_metadata=False)!r}; "
                 f"{'; '.join(self._schema_conflicts)}); nothing committed. Declare DeltaSink(schema=...) or make the types agree."
             )
-        files = [f for _, (_, fs) in sorted(self._files.items()) for f in fs]
-        from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files, table_schema  # only storage/ touches deltalake
 
-        if self._schema is None and self.sink.mode == "overwrite":
-            # no data: an overwrite still replaces the table's contents (with nothing)
-            self._schema = table_schema(self.sink.path, self.sink.storage_options)
-        if self._schema is None:
-            # no data, no declared schema, no table: nothing to create or commit
-            self._committed = True
-            return {"delta_table": self.sink.path, "delta_version": None, "delta_files": 0, "delta_records": 0}
-
+    def _table_schema(self) -> Any:
         schema = self._schema
         if self.sink.partition_by:
             import pyarrow as pa
@@ -354,38 +363,147 @@ class DeltaSinkCoordinator:
             for p in self.sink.partition_by:
                 if p not in schema.names:
                     schema = schema.append(pa.field(p, pa.string()))
+        return schema
+
+    def _commit(self, files: list[dict[str, Any]], version: int) -> Any:
+        from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files  # only storage/ touches deltalake
+
+        mode = self.sink.mode if not self._any_commit else "append"
         try:
             result = commit_add_files(
-                self.sink.path,
-                files,
-                schema,
-                mode=self.sink.mode,
-                partition_by=self.sink.partition_by,
-                app_id=self.app_id,
-                version=self.sink.app_version,
-                storage_options=self.sink.storage_options,
+                self.sink.path, files, self._table_schema(), mode=mode, partition_by=self.sink.partition_by,
+                app_id=self.app_id, version=version, storage_options=self.sink.storage_options,
             )
         except CommitOutcomeUnknownError:
             self._keep_files = True
             raise
+        self._any_commit = True
         self.version = result.version
+        return result
+
+    def _flatten(self, committables: list[Any]) -> list[dict[str, Any]]:
+        files: list[dict[str, Any]] = []
+        for subtask, per_subtask in enumerate(committables):
+            for c in per_subtask or []:
+                self._note_schema(subtask, c.get("schema"))
+                files.extend(c["files"])
+        return files
+
+    # --- checkpoints (two-phase commit) ---------------------------------------------------------
+    def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None:
+        """Checkpoint n is durable: commit every file it holds in one transaction (version n)."""
+        files = self._flatten(committables)
+        self._check_schemas()
+        hook = type(self).before_commit  # through the class: a plain function, not a bound method
+        if hook is not None:
+            hook(checkpoint_id)
+        if files:
+            result = self._commit(files, checkpoint_id)
+            if result.committed:
+                self.checkpoint_commits += 1
+            log.info("Delta sink %s: checkpoint %d %s %d files", self.sink.path, checkpoint_id, "committed" if result.committed else "already had", len(files))
+        self._last_checkpoint = checkpoint_id
+
+    def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any], subtasks: set[int] | None = None) -> None:
+        """Restart of `subtasks` (None: all) from checkpoint n: commit n if it never was; delete their orphans."""
+        from runtime.storage.delta_commit import committed_version
+
+        if checkpoint_id is not None:
+            files = self._flatten(committables)
+            if files:
+                self._check_schemas()
+                result = self._commit(files, checkpoint_id)  # skipped when (app id, n) is in the log already
+                if result.committed:
+                    self.checkpoint_commits += 1
+                    log.info("Delta sink %s: committed checkpoint %d on restore (%d files)", self.sink.path, checkpoint_id, len(files))
+            self._last_checkpoint = checkpoint_id
+        if committed_version(self.sink.path, self.app_id, self.sink.storage_options) is not None:
+            self._any_commit = True
+        restarted = set(range(self.parallelism)) if subtasks is None else set(subtasks)
+        for s in restarted:
+            self._files.pop(s, None)  # their tails will be reported again by the new attempts
+        self._delete_orphans(restarted)
+
+    def _delete_orphans(self, subtasks: set[int]) -> None:
+        """Files of these subtasks' attempts that the table does not reference (Flink: the committer's clean-up)."""
+        from runtime.storage.delta_commit import referenced_files
+
+        fs, base = _filesystem(self.sink.path)
+        import pyarrow.fs as pafs
+
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        except Exception:  # noqa: BLE001
+            return
+        prefix = file_prefix(self.sink)
+        referenced = referenced_files(self.sink.path, self.sink.storage_options)
+        orphans = []
+        for info in infos:
+            name = info.base_name
+            if info.type != pafs.FileType.File or not name.startswith(prefix):
+                continue
+            rel = info.path[len(base) :].lstrip("/")
+            subtask = _subtask_of(name)
+            if rel not in referenced and subtask in subtasks:
+                orphans.append({"path": rel})
+        if orphans:
+            log.info("Delta sink %s: deleting %d files no commit references", self.sink.path, len(orphans))
+            self._delete(orphans)
+
+    # --- end of the job -----------------------------------------------------------------------
+    def on_job_finished(self) -> dict[str, Any]:
+        missing = sorted(set(range(self.parallelism)) - set(self._files))
+        if missing:
+            raise StorageError(
+                f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
+                f"subtask(s) {missing}; nothing committed"
+            )
+        self._check_schemas()
+        files = [f for _, (_, fs) in sorted(self._files.items()) for f in fs]
+        from runtime.storage.delta_commit import table_schema  # only storage/ touches deltalake
+
+        version = self.sink.app_version if self._last_checkpoint is None else self._last_checkpoint + 1
+        if not files and self._any_commit:
+            self._committed = True
+            self._delete(self._superseded)
+            return self._summary(files)
+        if self._schema is None and self.sink.mode == "overwrite":
+            # no data: an overwrite still replaces the table's contents (with nothing)
+            self._schema = table_schema(self.sink.path, self.sink.storage_options)
+        if self._schema is None:
+            # no data, no declared schema, no table: nothing to create or commit
+            self._committed = True
+            return {"delta_table": self.sink.path, "delta_version": None, "delta_files": 0, "delta_records": 0}
+        result = self._commit(files, version)
         self._committed = True
         self._delete(self._superseded)
         if not result.committed:
             # a replay of a commit that already landed: this run's files are referenced by nothing
             self._delete(files)
             return {"delta_table": self.sink.path, "delta_version": self.version, "delta_files": 0, "delta_records": 0, "delta_commit_skipped": True}
-        return {
+        return self._summary(files)
+
+    def _summary(self, files: list[dict[str, Any]]) -> dict[str, Any]:
+        out = {
             "delta_table": self.sink.path,
             "delta_version": self.version,
             "delta_files": len(files),
             "delta_records": sum(int(f.get("num_records", 0)) for f in files),
         }
+        if self.checkpoint_commits:
+            out["delta_checkpoint_commits"] = self.checkpoint_commits
+        return out
 
     def close(self) -> None:
         if not self._committed and not self._keep_files:
-            # the job did not finish: its files are referenced by no commit
+            # the job did not finish: its tail files are referenced by no commit
             self._delete([f for _, fs in self._files.values() for f in fs] + self._superseded)
+            if self._last_checkpoint is not None:
+                # files handed to checkpoints that never completed (the completed ones are committed)
+                try:
+                    self._delete_orphans(set(range(self.parallelism)))
+                except Exception:  # noqa: BLE001 - clean-up is best effort
+                    log.warning("Delta sink %s: could not look for files no commit references", self.sink.path)
         self._files.clear()
         self._superseded = []
 
@@ -398,6 +516,18 @@ class DeltaSinkCoordinator:
                 fs.delete_file(f"{base}/{f['path']}")
             except Exception:
                 log.warning("could not delete uncommitted Delta file %s", f["path"])
+
+
+def file_prefix(sink: "DeltaSink") -> str:
+    return f"part-{sink.sink_id}-"
+
+
+def _subtask_of(name: str) -> int | None:
+    """The subtask in a writer's file name: part-<sink>-<token>-s<subtask>-a<attempt>-<n>.parquet."""
+    for piece in name.split("-"):
+        if len(piece) > 1 and piece[0] == "s" and piece[1:].isdigit():
+            return int(piece[1:])
+    return None
 
 
 class DeltaSinkCoordinatorProvider:

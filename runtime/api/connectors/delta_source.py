@@ -8,7 +8,12 @@ the enumeration is done up front). Files are the splits: they are dealt to subta
 restarted subtask re-reads exactly its own files.
 
 Records are emitted as ColumnBatches (numpy columns) of at most `batch_size` rows; at the end the
-source emits the final watermark like every bounded source. Reading the files goes through
+source emits the final watermark like every bounded source.
+
+The position is state: a split is `(file_uri, rows_done)`, a file of the pinned snapshot and how
+many of its rows (in file order) were already emitted. A subtask reads its splits in snapshot file
+order; a restored one skips each file's `rows_done` first rows (they are read and dropped: Parquet
+has no row offsets below the row group), so it goes on exactly where the checkpoint was taken. Reading the files goes through
 runtime.storage.delta_read (only storage/ touches the Delta libraries).
 """
 from __future__ import annotations
@@ -17,8 +22,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from runtime.api.connectors.base import Source
-from runtime.api.operators.base import InputStatus, SourceOperator
+from runtime.api.connectors.base import Source, SplitSourceOperator
+from runtime.api.operators.base import InputStatus
 from runtime.core.errors import InvalidProgramError
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, Watermark
 from runtime.storage.delta_read import DeltaFile, DeltaSnapshot, iter_file_batches, snapshot
@@ -82,37 +87,82 @@ def type_info_of(schema: Any) -> Any:
     return Types.ROW_NAMED(list(schema.names), [one(f.type) for f in schema])
 
 
-class DeltaSourceOperator(SourceOperator):
+class DeltaSourceOperator(SplitSourceOperator):
     def __init__(self, source: "DeltaSource") -> None:
         super().__init__()
         self.source = source
-        self._batches: Iterator[Any] | None = None
+        self._splits: list[list[Any]] = []  # [file uri, rows done], in snapshot file order
+        self._batches: Iterator[Any] | None = None  # the open reader of self._splits[0]
+        self._files = {f.uri: f for f in source.snapshot.files}
 
-    def open(self) -> None:
+    def initial_splits(self) -> list[tuple[str, int]]:
         assert self.ctx is not None
-        s = self.source
-        mine = assign_files(s.snapshot.files, self.ctx.parallelism)[self.ctx.subtask_index]
-        self._batches = self._read([s.snapshot.files[i] for i in mine])
+        files = self.source.snapshot.files
+        mine = assign_files(files, self.ctx.parallelism)[self.ctx.subtask_index]
+        return [(files[i].uri, 0) for i in mine]
 
-    def _read(self, files: list[DeltaFile]) -> Iterator[Any]:
+    def add_splits(self, splits: list[Any]) -> None:
         s = self.source
-        for f in files:
-            yield from iter_file_batches(f, s.snapshot.schema, s.columns, s.batch_size, s.storage_options)
+        order = {f.uri: i for i, f in enumerate(s.snapshot.files)}
+        for x in splits:
+            if not (isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], str) and isinstance(x[1], int) and x[1] >= 0):
+                raise InvalidProgramError(
+                    f"{self.describe()}: restored split {x!r} is not a DeltaSource split (file_uri, rows_done); the checkpoint "
+                    "belongs to another source under the same uid: give this source its own uid or start without the checkpoint"
+                )
+            if x[0] not in order:
+                raise InvalidProgramError(
+                    f"{self.describe()}: the checkpoint reads file {x[0]} of {s.path}, which is not in version {s.snapshot_version} "
+                    "that this source pinned; restore with the table version the checkpointed job read "
+                    "(DeltaSource.for_path(path, version=...)) or start without the checkpoint"
+                )
+            self._splits.append([x[0], int(x[1])])
+        self._splits.sort(key=lambda sp: order[sp[0]])
+
+    def snapshot_splits(self) -> list[tuple[str, int]]:
+        return [(uri, done) for uri, done in self._splits]
+
+    def _read(self, file: DeltaFile, skip: int) -> Iterator[Any]:
+        s = self.source
+        batches = iter_file_batches(file, s.snapshot.schema, s.columns, s.batch_size, s.storage_options)
+        try:
+            for rb in batches:
+                if skip >= rb.num_rows:
+                    skip -= rb.num_rows
+                    continue
+                if skip:
+                    rb, skip = rb.slice(skip), 0
+                yield rb
+        finally:
+            batches.close()  # type: ignore[attr-defined]
 
     def emit_next(self) -> InputStatus:
-        assert self.output is not None and self._batches is not None
-        for rb in self._batches:
+        assert self.output is not None
+        while self._splits:
+            split = self._splits[0]
+            if self._batches is None:
+                self._batches = self._read(self._files[split[0]], split[1])
+            rb = next(self._batches, None)
+            if rb is None:
+                self._close_reader()
+                self._splits.pop(0)
+                continue
             if rb.num_rows == 0:
                 continue
             self.output.emit(ColumnBatch(arrow_to_columns(rb)))
+            split[1] += rb.num_rows
             return InputStatus.MORE_AVAILABLE
         self.output.emit_watermark(Watermark(MAX_TIMESTAMP))
         return InputStatus.END_OF_INPUT
 
-    def close(self) -> None:
+    def _close_reader(self) -> None:
         close = getattr(self._batches, "close", None)
+        self._batches = None
         if close is not None:
             close()  # closes the open Parquet file of a cancelled read
+
+    def close(self) -> None:
+        self._close_reader()
         super().close()
 
 
