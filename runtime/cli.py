@@ -265,21 +265,134 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    d = _dump(_client(args).job_details(args.job_id))
-    print(f"Job {d.get('jid')} '{d.get('name')}': {d.get('state')} (started {_ms(d.get('start-time'))}, {d.get('duration', 0) / 1000:.1f}s)")
+_INFO_EXCEPTIONS = 5  # newest exception history entries `millrace info` shows
+_LINE_MAX = 160
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{n:,} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def _first_line(text: str) -> str:
+    lines = (text or "").strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return line if len(line) <= _LINE_MAX else line[: _LINE_MAX - 3] + "..."
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _format_checkpoints(cp: Any) -> list[str]:
+    """The Checkpoints section of `millrace info` (`cp`: rest.models.CheckpointingStatistics)."""
+    settings = cp.checkpointing
+    if not settings.enabled:
+        return ["Checkpoints: disabled (enable them with env.enable_checkpointing(interval_ms))"]
+    mode = f", {settings.mode}" if settings.mode else ""
+    lines = [f"Checkpoints: every {_duration(settings.interval)}{mode}, stored in {settings.path or '-'}"]
+    c = cp.counts
+    counts = f"  {c.completed} completed, {c.failed} failed, {c.in_progress} in progress ({c.total} triggered)"
+    if c.restored:
+        counts += f", restored {_plural(c.restored, 'time')}"
+        if cp.latest.restored is not None:
+            counts += f" (latest from #{cp.latest.restored.id})"
+    lines.append(counts)
+    done = cp.latest.completed
+    if done is not None:
+        lines.append(f"  latest completed: #{done.id}, {_duration(done.end_to_end_duration)}, {_size(done.state_size)}, {done.external_path or '-'}")
+    else:
+        lines.append("  latest completed: none yet")
+    failed = cp.latest.failed
+    if failed is not None:
+        lines.append(f"  last failure: #{failed.id} at {_ms(failed.failure_timestamp or failed.trigger_timestamp)}: {_first_line(failed.failure_message or 'no reason given')}")
+    return lines
+
+
+def _format_exceptions(exc: Any, job_id: str, limit: int = _INFO_EXCEPTIONS) -> list[str]:
+    """The Exceptions section of `millrace info` (`exc`: rest.models.JobExceptions)."""
+    strategy = exc.restart_strategy or "unknown"
+    entries = exc.exception_history.entries
+    head = f"Exceptions: {_plural(exc.restarts, 'restart')}, restart strategy {strategy}"
+    if not entries:
+        return [head + "; no failures"]
+    lines = [head + "; newest first:"]
+    for e in entries[:limit]:
+        where = []
+        if e.task_name:
+            where.append(f"task {e.task_name}")
+        if e.location or e.taskmanager_id:
+            where.append(f"TaskManager {e.location or e.taskmanager_id}")
+        line = f"  {_ms(e.timestamp)}  {e.exception_name}: {_first_line(e.message)}"
+        if where:
+            line += f" ({', '.join(where)})"
+        if e.concurrent_exceptions:
+            line += f" [+{len(e.concurrent_exceptions)} concurrent]"
+        lines.append(line)
+    hidden = len(entries) - limit
+    if hidden > 0:
+        older = f"{hidden}{'+' if exc.exception_history.truncated else ''} older"
+        lines.append(f"  ... {older} (all of them: GET /jobs/{job_id}/exceptions)")
+    return lines
+
+
+def format_job_info(details: Any, checkpoints: Any = None, exceptions: Any = None) -> str:
+    """What `millrace info` prints: the job, its vertices and subtasks, checkpoints, exceptions, root cause.
+
+    `details`, `checkpoints` and `exceptions` are the REST models (JobDetails, CheckpointingStatistics,
+    JobExceptions); `checkpoints` / `exceptions` may instead be a message saying why they are not
+    available (then the section says so), or None to leave the section out.
+    """
+    d = _dump(details)
+    lines = [f"Job {d.get('jid')} '{d.get('name')}': {d.get('state')} (started {_ms(d.get('start-time'))}, {d.get('duration', 0) / 1000:.1f}s)"]
     for v in d.get("vertices", []):
         mt = v.get("metrics", {})
-        print(
+        lines.append(
             f"  {v.get('name')} (parallelism {v.get('parallelism')}): {v.get('status')}, records in {mt.get('read-records', 0):,} "
             f"out {mt.get('write-records', 0):,}, bytes in {mt.get('read-bytes', 0):,} out {mt.get('write-bytes', 0):,}, "
             f"backpressure {v.get('backpressure-level', '-')}"
         )
         for st in v.get("subtasks", []):
-            print(f"    subtask {st.get('subtask')}: {st.get('status')} attempt {st.get('attempt')} on {st.get('taskmanager-id')} ({st.get('host')})")
+            lines.append(f"    subtask {st.get('subtask')}: {st.get('status')} attempt {st.get('attempt')} on {st.get('taskmanager-id')} ({st.get('host')})")
+    if isinstance(checkpoints, str):
+        lines.append(f"Checkpoints: unavailable ({checkpoints})")
+    elif checkpoints is not None:
+        lines.extend(_format_checkpoints(checkpoints))
+    if isinstance(exceptions, str):
+        lines.append(f"Exceptions: unavailable ({exceptions})")
+    elif exceptions is not None:
+        lines.extend(_format_exceptions(exceptions, str(d.get("jid"))))
     exc = d.get("root-exception") or d.get("exception")
     if exc:
-        print(f"Root cause: {exc if isinstance(exc, str) else exc.get('message', exc)}")
+        cause = str(exc if isinstance(exc, str) else exc.get("message", exc))
+        lines.append("Root cause: " + cause.strip().replace("\n", "\n  "))
+    return "\n".join(lines)
+
+
+def _or_reason(fetch: Any) -> Any:
+    """The result of `fetch()`, or why it failed (a section of `millrace info` that is not available)."""
+    try:
+        return fetch()
+    except MillraceError as e:
+        return str(e)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    client = _client(args)
+    details = client.job_details(args.job_id)  # an unknown job fails here: exit code 2 with the message
+    checkpoints = _or_reason(lambda: client.job_checkpoints(args.job_id))
+    exceptions = _or_reason(lambda: client.job_exceptions(args.job_id))
+    print(format_job_info(details, checkpoints, exceptions))
     return 0
 
 
@@ -360,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="list the jobs of a cluster")
     lst.add_argument("--running", action="store_true", help="only jobs that have not ended")
     _add_cluster_target(lst)
-    info = sub.add_parser("info", help="show a job: status, vertices, subtasks, records, backpressure")
+    info = sub.add_parser("info", help="show a job: status, vertices, subtasks, records, backpressure, checkpoints, exceptions")
     info.add_argument("job_id")
     _add_cluster_target(info)
     cancel = sub.add_parser("cancel", help="cancel a running job")

@@ -295,10 +295,23 @@ def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: Cluste
         # the message itself (accumulators as base64 cloudpickle), so clients get exactly what the Dispatcher has
         return Response(content=res.model_dump_json(), media_type="application/json")
 
-    @api.get("/jobs/{jobid}/exceptions", response_model=rm.JobExceptions, responses=not_found, tags=["jobs"], summary="Root exception and where (Flink: /jobs/:jobid/exceptions)")
+    @api.get(
+        "/jobs/{jobid}/exceptions", response_model=rm.JobExceptions, responses=not_found, tags=["jobs"],
+        summary="Root exception, exception history (newest first) and restarts (Flink: /jobs/:jobid/exceptions)",
+    )
     async def job_exceptions(jobid: str = _JOB_ID) -> rm.JobExceptions:
-        d: m.JobDetailsMessage = await dispatcher.request_job_details(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
-        return rm.job_exceptions(d)
+        job = m.JobIdMessage(job_id=jobid)
+        d: m.JobDetailsMessage = await dispatcher.request_job_details(job, timeout=CALL_TIMEOUT_S)
+        history: m.JobExceptionsMessage = await dispatcher.request_job_exceptions(job, timeout=CALL_TIMEOUT_S)
+        return rm.job_exceptions(d, history)
+
+    @api.get(
+        "/jobs/{jobid}/checkpoints", response_model=rm.CheckpointingStatistics, responses=not_found, tags=["jobs"],
+        summary="Checkpoint counts, latest and history, and the job's checkpointing settings (Flink: /jobs/:jobid/checkpoints)",
+    )
+    async def job_checkpoints(jobid: str = _JOB_ID) -> rm.CheckpointingStatistics:
+        stats: m.CheckpointStatisticsMessage = await dispatcher.request_checkpoint_statistics(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
+        return rm.checkpointing_statistics(stats)
 
     @api.get("/jobs/{jobid}/history", response_model=rm.JobHistory, responses=not_found, tags=["jobs"], summary="Every status change since CREATED")
     async def job_history(jobid: str = _JOB_ID) -> rm.JobHistory:

@@ -105,7 +105,12 @@ class RestClusterClient:
         return rm.JobDetails.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}"))
 
     def job_exceptions(self, job_id: str) -> rm.JobExceptions:
+        """Root cause, exception history (newest first), number of restarts and the restart strategy."""
         return rm.JobExceptions.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}/exceptions"))
+
+    def job_checkpoints(self, job_id: str) -> rm.CheckpointingStatistics:
+        """Checkpoint counts, latest completed/failed/restored, history (newest first) and the job's settings."""
+        return rm.CheckpointingStatistics.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}/checkpoints"))
 
     def job_result(self, job_id: str) -> JobResultMessage:
         """Waits up to ~5 s server-side; a non-terminal status means: ask again."""

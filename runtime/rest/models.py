@@ -2,17 +2,25 @@
 
 Flink's REST API is the model wherever Flink has the same resource: `/overview`
 (ClusterOverviewWithVersion), `/jobs` (JobIdsWithStatusOverview), `/jobs/overview`
-(MultipleJobsDetails), `/jobs/{id}` (JobDetailsInfo), `/taskmanagers` (TaskManagersInfo).
+(MultipleJobsDetails), `/jobs/{id}` (JobDetailsInfo), `/jobs/{id}/exceptions`
+(JobExceptionsInfoWithHistory), `/jobs/{id}/checkpoints` (CheckpointingStatistics), `/taskmanagers`
+(TaskManagersInfo).
 The mapping functions from the runtime's messages to these bodies are pure (unit-tested).
 """
 from __future__ import annotations
 
 from typing import Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.states import ExecutionState, JobStatus
+from runtime.jobmanager.checkpoint import stats as cs
 from runtime.rpc import messages as m
+
+EXCEPTION_HISTORY_SIZE = 16  # Flink's web.exception-history-size default
+CHECKPOINT_HISTORY_SIZE = 10  # Flink's web.checkpoints.history default
 
 
 class RestModel(BaseModel):
@@ -148,15 +156,27 @@ class IOMetrics(RestModel):
 
 
 class ExceptionInfo(RestModel):
-    """Where and why a job failed (Flink: the root exception of JobExceptionsInfoWithHistory)."""
+    """Where and why a task or job failed (Flink: JobExceptionsInfoWithHistory.ExceptionInfo)."""
 
-    exception_name: str = Field(alias="exceptionName")
-    message: str
-    operator: str | None = None
-    task_name: str | None = Field(None, alias="taskName")
-    taskmanager_id: str | None = Field(None, alias="taskManagerId")
-    timestamp: int | None = None
+    exception_name: str = Field(alias="exceptionName", description="the exception's type name")
+    message: str = Field(description="the exception's message")
+    operator: str | None = Field(None, description="the operator that raised it, when known")
+    task_name: str | None = Field(None, alias="taskName", description="the failing task, '<vertex> (i/p)#attempt'; null for a job-wide failure")
+    taskmanager_id: str | None = Field(None, alias="taskManagerId", description="the TaskManager the task ran on")
+    location: str | None = Field(None, description="where it happened: the TaskManager the task ran on (Flink: location)")
+    timestamp: int | None = Field(None, description="when it happened, ms since the epoch")
     stacktrace: str = Field("", description="the failing task's Python traceback")
+    failure_labels: dict[str, str] = Field(default_factory=dict, alias="failureLabels", description="Flink's failure enricher labels (none are attached yet)")
+
+
+class RootExceptionInfo(ExceptionInfo):
+    """One failure the job handled, newest first (Flink: JobExceptionsInfoWithHistory.RootExceptionInfo)."""
+
+    concurrent_exceptions: list[ExceptionInfo] = Field(
+        default_factory=list, alias="concurrentExceptions", description="failures that came with this one (e.g. other subtasks failing at once)"
+    )
+    restarted_tasks: int = Field(0, alias="restartedTasks", description="how many subtasks were restarted because of it (0: the job failed)")
+    global_failure: bool = Field(False, alias="globalFailure", description="whether it concerned the whole job (every task restarted)")
 
 
 BackpressureLevel = Literal["ok", "low", "high"]
@@ -207,16 +227,84 @@ class JobDetails(_Timespan):
 
 
 class ExceptionHistory(RestModel):
-    entries: list[ExceptionInfo]
-    truncated: bool = False
+    """Flink: JobExceptionsInfoWithHistory.JobExceptionHistory."""
+
+    entries: list[RootExceptionInfo] = Field(description=f"the failures, newest first (at most {EXCEPTION_HISTORY_SIZE})")
+    truncated: bool = Field(False, description="whether older failures were left out")
 
 
 class JobExceptions(RestModel):
-    """Flink: JobExceptionsInfoWithHistory (`root-exception` is the one-line description)."""
+    """Flink: JobExceptionsInfoWithHistory (`root-exception` is the one-line description), plus restarts."""
 
-    root_exception: str | None = Field(None, alias="root-exception")
-    timestamp: int | None = None
+    root_exception: str | None = Field(None, alias="root-exception", description="why the job failed; null unless it is failing or failed")
+    timestamp: int | None = Field(None, description="when the job started failing, ms since the epoch")
     exception_history: ExceptionHistory = Field(alias="exceptionHistory")
+    restarts: int = Field(0, description="how often the job (or part of it) was restarted after a failure")
+    restart_strategy: str = Field("", alias="restartStrategy", description="the job's restart strategy, e.g. 'fixed-delay (3 attempts, 1000 ms)'; 'none' when a failure fails the job")
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+CheckpointStatus = Literal["IN_PROGRESS", "COMPLETED", "FAILED"]
+
+
+class CheckpointStatistics(RestModel):
+    """One checkpoint (Flink: CheckpointStatistics with its Completed/Failed fields); times in ms since the epoch."""
+
+    id: int
+    status: CheckpointStatus
+    is_savepoint: bool = Field(False, description="always false: Millrace takes checkpoints only")
+    trigger_timestamp: int = Field(description="when the JobMaster triggered it")
+    latest_ack_timestamp: int = Field(-1, description="the latest subtask acknowledgement; -1: none yet")
+    end_to_end_duration: int = Field(0, description="ms from trigger to completion (or failure; so far while in progress)")
+    state_size: int = Field(0, description="bytes of state the subtasks wrote")
+    num_subtasks: int = Field(0, description="subtasks that take part")
+    num_acknowledged_subtasks: int = Field(0, description="subtasks that acknowledged it")
+    external_path: str | None = Field(None, description="where a completed checkpoint is stored (its Delta table)")
+    failure_timestamp: int | None = Field(None, description="when a failed checkpoint was given up")
+    failure_message: str | None = Field(None, description="why a failed checkpoint was given up")
+
+
+class RestoredCheckpointStatistics(RestModel):
+    """Flink: CheckpointingStatistics.RestoredCheckpointStatistics (the id only)."""
+
+    id: int = Field(description="the checkpoint the job last restored its state from")
+
+
+class CheckpointCounts(RestModel):
+    """Flink: CheckpointingStatistics.Counts."""
+
+    restored: int = Field(0, description="restores from a checkpoint")
+    total: int = Field(0, description="checkpoints triggered")
+    in_progress: int = Field(0, description="checkpoints pending now")
+    completed: int = 0
+    failed: int = 0
+
+
+class LatestCheckpoints(RestModel):
+    """Flink: CheckpointingStatistics.LatestCheckpoints."""
+
+    completed: CheckpointStatistics | None = None
+    savepoint: CheckpointStatistics | None = Field(None, description="always null: Millrace takes no savepoints")
+    failed: CheckpointStatistics | None = None
+    restored: RestoredCheckpointStatistics | None = None
+
+
+class CheckpointingSettings(RestModel):
+    """How the job checkpoints (Millrace's addition to Flink's shape)."""
+
+    enabled: bool = Field(description="false: the job takes no checkpoints (enable with env.enable_checkpointing(ms))")
+    interval: int | None = Field(None, description="ms between checkpoints; null when disabled")
+    mode: CheckpointingMode | None = Field(None, description="null when disabled")
+    path: str | None = Field(None, description="the job's checkpoint Delta table; null when disabled")
+
+
+class CheckpointingStatistics(RestModel):
+    """Flink: CheckpointingStatistics (GET /jobs/{id}/checkpoints) plus the job's `checkpointing` settings."""
+
+    counts: CheckpointCounts
+    latest: LatestCheckpoints
+    history: list[CheckpointStatistics] = Field(description=f"the latest checkpoints, newest first (at most {CHECKPOINT_HISTORY_SIZE})")
+    checkpointing: CheckpointingSettings
 
 
 class JobStatusChange(RestModel):
@@ -269,7 +357,18 @@ def aggregate_vertex_state(states: list[ExecutionState]) -> ExecutionState:
 def exception_info(error: m.ErrorInfo, timestamp: int | None = None) -> ExceptionInfo:
     return ExceptionInfo(
         exception_name=error.type_name, message=error.message, operator=error.operator, task_name=error.task,
-        taskmanager_id=error.task_manager, timestamp=timestamp, stacktrace=error.traceback,
+        taskmanager_id=error.task_manager, location=error.task_manager, timestamp=timestamp, stacktrace=error.traceback,
+    )
+
+
+def root_exception_info(
+    error: m.ErrorInfo, timestamp: int | None, concurrent: list[m.ErrorInfo] | tuple[m.ErrorInfo, ...] = (),
+    restarted_tasks: int = 0, global_failure: bool = False,
+) -> RootExceptionInfo:
+    return RootExceptionInfo(
+        **exception_info(error, timestamp).model_dump(),
+        concurrent_exceptions=[exception_info(c, timestamp) for c in concurrent],
+        restarted_tasks=restarted_tasks, global_failure=global_failure,
     )
 
 
@@ -347,20 +446,76 @@ def job_details(d: m.JobDetailsMessage, now_ms: int) -> JobDetails:
     )
 
 
-def job_exceptions(d: m.JobDetailsMessage) -> JobExceptions:
-    entries = []
-    if d.error is not None:
-        entries.append(exception_info(d.error, d.failure_time_ms))
-    # subtask failures other than the root cause (e.g. several subtasks failing at once)
-    for v in d.vertices:
-        for st in v.subtasks:
-            f = st.failure
-            if f is not None and (d.error is None or (f.message, f.task) != (d.error.message, d.error.task)):
-                entries.append(exception_info(f, st.state_timestamps_ms.get(st.state.value)))
+def _error_key(e: m.ErrorInfo) -> tuple[str, str | None, str]:
+    return e.type_name, e.task, e.message
+
+
+def job_exceptions(
+    d: m.JobDetailsMessage, history: m.JobExceptionsMessage | None = None, max_entries: int = EXCEPTION_HISTORY_SIZE
+) -> JobExceptions:
+    """The job's root cause (from its details) and its exception history (from the scheduler), newest first.
+
+    A root cause the scheduler did not record (e.g. a failure while the job was not running, or a failed
+    commit at the end) becomes an entry of its own, with the other failed subtasks as its concurrent
+    exceptions. Without `history`, the entries come from the job details alone.
+    """
+    subtask_failures = [
+        (st.failure, st.state_timestamps_ms.get(st.state.value)) for v in d.vertices for st in v.subtasks if st.failure is not None
+    ]
+    entries: list[RootExceptionInfo] = []
+    recorded: set[tuple[str, str | None, str]] = set()
+    for e in history.entries if history is not None else []:
+        entries.append(root_exception_info(e.error, e.timestamp_ms, e.concurrent, e.restarted_tasks, e.global_failure))
+        recorded.update(_error_key(x) for x in (e.error, *e.concurrent))
+    if d.error is not None and _error_key(d.error) not in recorded:
+        others = [f for f, _ in subtask_failures if _error_key(f) != _error_key(d.error) and _error_key(f) not in recorded]
+        entries.append(root_exception_info(d.error, d.failure_time_ms, others))
+    elif d.error is None and history is None:
+        entries.extend(root_exception_info(f, ts) for f, ts in subtask_failures)
+    # newest first; an entry without a time (not yet known) counts as the newest
+    entries.sort(key=lambda e: e.timestamp if e.timestamp is not None else float("inf"), reverse=True)
     return JobExceptions(
         root_exception=d.error.describe() if d.error is not None else None,
         timestamp=d.failure_time_ms if d.error is not None else None,
-        exception_history=ExceptionHistory(entries=entries),
+        exception_history=ExceptionHistory(entries=entries[:max_entries], truncated=len(entries) > max_entries),
+        restarts=history.num_restarts if history is not None else 0,
+        restart_strategy=history.restart_strategy if history is not None else "",
+    )
+
+
+def _checkpoint(e: cs.CheckpointStatsEntry) -> CheckpointStatistics:
+    latest_ack = e.latest_ack_timestamp if e.latest_ack_timestamp is not None else -1
+    # Flink's pending checkpoint: its duration so far is up to its latest acknowledgement
+    duration = e.end_to_end_duration if e.end_to_end_duration is not None else max(0, latest_ack - e.trigger_timestamp) if latest_ack >= 0 else 0
+    return CheckpointStatistics(
+        id=e.id, status=e.status, is_savepoint=e.is_savepoint, trigger_timestamp=e.trigger_timestamp,
+        latest_ack_timestamp=latest_ack, end_to_end_duration=duration, state_size=e.state_size,
+        num_subtasks=e.num_subtasks, num_acknowledged_subtasks=e.num_acknowledged_subtasks, external_path=e.external_path,
+        failure_timestamp=e.trigger_timestamp + duration if e.status == "FAILED" else None, failure_message=e.failure_message,
+    )
+
+
+def checkpointing_statistics(msg: m.CheckpointStatisticsMessage, max_history: int = CHECKPOINT_HISTORY_SIZE) -> CheckpointingStatistics:
+    """The JobMaster's checkpoint statistics in Flink's shape, plus how the job checkpoints."""
+    try:
+        stats = cs.CheckpointingStatistics.model_validate_json(msg.statistics_json or "{}")
+        latest = LatestCheckpoints(
+            completed=_checkpoint(stats.latest_completed) if stats.latest_completed is not None else None,
+            failed=_checkpoint(stats.latest_failed) if stats.latest_failed is not None else None,
+            restored=RestoredCheckpointStatistics(id=stats.latest_restored) if stats.latest_restored is not None else None,
+        )
+        history = sorted((_checkpoint(e) for e in stats.history), key=lambda c: (c.trigger_timestamp, c.id), reverse=True)
+        counts = CheckpointCounts(**stats.counts.model_dump())
+    except pydantic.ValidationError as e:
+        # the JobMaster's own data: a server-side bug, not bad input (a ValueError would make it a 400)
+        raise RuntimeError(f"job {msg.job_id}: the JobMaster's checkpoint statistics are unreadable: {e}") from None
+    modes = {mode.value: mode for mode in CheckpointingMode}
+    return CheckpointingStatistics(
+        counts=counts, latest=latest, history=history[:max_history],
+        checkpointing=CheckpointingSettings(
+            enabled=msg.enabled, interval=msg.interval_ms if msg.enabled else None,
+            mode=modes.get(msg.mode.upper()) if msg.enabled else None, path=msg.path if msg.enabled else None,
+        ),
     )
 
 

@@ -16,6 +16,7 @@ from runtime.rest.app import create_app
 from runtime.rest.models import ClusterInfo
 from runtime.rpc import messages as m
 from tests.unit.rest._asgi import call
+from tests.unit.rest._fault_tolerance import checkpoint_statistics_message, failed_job_details, job_exceptions_message
 
 TOKEN = "s3cret-token"
 
@@ -155,7 +156,10 @@ def test_dispatcher_refusal_is_400_with_its_message(app: Any, dispatcher: Testin
 
 
 def test_unknown_job_is_404_naming_it(app: Any) -> None:
-    for method, path in [("GET", "/jobs/nope"), ("GET", "/jobs/nope/exceptions"), ("GET", "/jobs/nope/history"), ("PATCH", "/jobs/nope?mode=cancel")]:
+    for method, path in [
+        ("GET", "/jobs/nope"), ("GET", "/jobs/nope/exceptions"), ("GET", "/jobs/nope/checkpoints"),
+        ("GET", "/jobs/nope/history"), ("PATCH", "/jobs/nope?mode=cancel"),
+    ]:
         r = call(app, method, path, token=TOKEN)
         assert r.status == 404 and "unknown job id nope" in r.json()["errors"][0], (method, path, r.body)
 
@@ -238,3 +242,94 @@ def test_cluster_info_and_shutdown(app: Any, hooks: TestingHooks) -> None:
     assert call(app, "GET", "/cluster", token=TOKEN).json()["mode"] == "session"
     r = call(app, "DELETE", "/cluster", token=TOKEN)
     assert r.status == 202 and hooks.shutdowns == 1
+
+
+# --- fault tolerance: exceptions and checkpoints ---------------------------------------------------
+def test_exceptions_have_flinks_history_newest_first_with_restarts(app: Any, dispatcher: TestingGateway) -> None:
+    dispatcher.methods["request_job_details"] = lambda _: failed_job_details()
+    dispatcher.methods["request_job_exceptions"] = lambda _: job_exceptions_message()
+    r = call(app, "GET", "/jobs/j1/exceptions", token=TOKEN)
+    assert r.status == 200, r.body
+    body = r.json()
+    assert body["root-exception"].startswith("ValueError: record 7 is poisoned") and body["timestamp"] == 5_000
+    assert (body["restarts"], body["restartStrategy"]) == (1, "fixed-delay (1 attempts, 100 ms)")
+    history = body["exceptionHistory"]
+    assert history["truncated"] is False
+    newest, oldest = history["entries"]
+    assert (newest["exceptionName"], newest["timestamp"], newest["taskName"], newest["location"]) == ("ValueError", 4_900, "Map (1/2)#1", "tm-2")
+    assert newest["taskManagerId"] == "tm-2" and "Traceback" in newest["stacktrace"]
+    assert newest["failureLabels"] == {} and newest["concurrentExceptions"] == [] and newest["restartedTasks"] == 0
+    assert (oldest["exceptionName"], oldest["timestamp"], oldest["location"], oldest["globalFailure"]) == ("TaskManagerLostError", 3_000, "tm-1", True)
+    assert [c["exceptionName"] for c in oldest["concurrentExceptions"]] == ["ProducerFailedError"]
+    # the job's root cause was recorded by the scheduler: no duplicate entry for it
+    assert [n for n, _ in dispatcher.calls] == ["request_job_details", "request_job_exceptions"]
+
+
+def test_exceptions_of_a_job_that_never_failed(app: Any, dispatcher: TestingGateway) -> None:
+    dispatcher.methods["request_job_details"] = lambda _: failed_job_details(error=None)
+    dispatcher.methods["request_job_exceptions"] = lambda msg: m.JobExceptionsMessage(job_id=msg.job_id, restart_strategy="none")
+    body = call(app, "GET", "/jobs/j1/exceptions", token=TOKEN).json()
+    assert body == {
+        "root-exception": None, "timestamp": None, "exceptionHistory": {"entries": [], "truncated": False},
+        "restarts": 0, "restartStrategy": "none",
+    }
+
+
+def test_checkpoints_have_flinks_shape_with_the_settings(app: Any, dispatcher: TestingGateway) -> None:
+    dispatcher.methods["request_checkpoint_statistics"] = lambda _: checkpoint_statistics_message()
+    r = call(app, "GET", "/jobs/j1/checkpoints", token=TOKEN)
+    assert r.status == 200, r.body
+    body = r.json()
+    assert body["counts"] == {"restored": 1, "total": 3, "in_progress": 1, "completed": 1, "failed": 1}
+    assert body["checkpointing"] == {"enabled": True, "interval": 1_000, "mode": "EXACTLY_ONCE", "path": "/warehouse/_checkpoints/j1"}
+    latest = body["latest"]
+    assert latest["completed"] == {
+        "id": 1, "status": "COMPLETED", "is_savepoint": False, "trigger_timestamp": 1_000, "latest_ack_timestamp": 1_150,
+        "end_to_end_duration": 150, "state_size": 3 * 1024 * 1024, "num_subtasks": 2, "num_acknowledged_subtasks": 2,
+        "external_path": "/warehouse/_checkpoints/j1", "failure_timestamp": None, "failure_message": None,
+    }
+    failed = latest["failed"]
+    assert (failed["id"], failed["status"], failed["end_to_end_duration"], failed["failure_timestamp"]) == (2, "FAILED", 600, 2_600)
+    assert failed["failure_message"].startswith("checkpoint 2 expired") and failed["latest_ack_timestamp"] == -1
+    assert latest["restored"] == {"id": 1} and latest["savepoint"] is None
+    assert [(c["id"], c["status"]) for c in body["history"]] == [(3, "IN_PROGRESS"), (2, "FAILED"), (1, "COMPLETED")]
+    pending = body["history"][0]
+    assert (pending["num_acknowledged_subtasks"], pending["latest_ack_timestamp"], pending["end_to_end_duration"]) == (1, 3_100, 100)
+
+
+def test_a_job_without_checkpointing_has_zero_counts(app: Any, dispatcher: TestingGateway) -> None:
+    dispatcher.methods["request_checkpoint_statistics"] = lambda msg: m.CheckpointStatisticsMessage(job_id=msg.job_id, enabled=False)
+    r = call(app, "GET", "/jobs/j1/checkpoints", token=TOKEN)
+    assert r.status == 200, r.body
+    assert r.json() == {
+        "counts": {"restored": 0, "total": 0, "in_progress": 0, "completed": 0, "failed": 0},
+        "latest": {"completed": None, "savepoint": None, "failed": None, "restored": None},
+        "history": [],
+        "checkpointing": {"enabled": False, "interval": None, "mode": None, "path": None},
+    }
+
+
+def test_checkpoints_of_a_remote_unknown_job_are_404(app: Any, dispatcher: TestingGateway) -> None:
+    def remote(_: Any) -> Any:
+        raise RpcError("UnknownJobError: unknown job id zz")
+
+    dispatcher.methods["request_checkpoint_statistics"] = remote
+    r = call(app, "GET", "/jobs/zz/checkpoints", token=TOKEN)
+    assert r.status == 404 and r.json()["errors"] == ["unknown job id zz"]
+
+
+def test_unreadable_checkpoint_statistics_are_a_500_not_a_400(app: Any, dispatcher: TestingGateway) -> None:
+    dispatcher.methods["request_checkpoint_statistics"] = lambda msg: m.CheckpointStatisticsMessage(job_id=msg.job_id, enabled=True, statistics_json='{"counts": 5}')
+    r = call(app, "GET", "/jobs/j1/checkpoints", token=TOKEN)
+    assert r.status == 500 and r.json()["errors"] == ["internal server error; the JobManager log has the details"]
+
+
+def test_openapi_documents_the_fault_tolerance_endpoints(app: Any) -> None:
+    doc = call(app, "GET", "/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    ok = doc["paths"]["/jobs/{jobid}/checkpoints"]["get"]["responses"]
+    assert ok["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/CheckpointingStatistics"} and "404" in ok
+    assert set(schemas["CheckpointingStatistics"]["required"]) == {"counts", "latest", "history", "checkpointing"}
+    assert schemas["CheckpointStatistics"]["properties"]["status"]["enum"] == ["IN_PROGRESS", "COMPLETED", "FAILED"]
+    assert {"restarts", "restartStrategy", "exceptionHistory"} <= set(schemas["JobExceptions"]["properties"])
+    assert {"concurrentExceptions", "failureLabels", "location"} <= set(schemas["RootExceptionInfo"]["properties"])

@@ -6,6 +6,7 @@ import pytest
 from runtime.core.states import ExecutionState, JobStatus
 from runtime.rest import models as rm
 from runtime.rpc import messages as m
+from tests.unit.rest._fault_tolerance import ECHO, LOST, POISON, failed_job_details
 
 E = ExecutionState
 
@@ -124,3 +125,26 @@ def test_models_parse_their_own_json_by_alias() -> None:
     dumped = ov.model_dump_json()
     assert '"slots-total":2' in dumped
     assert rm.Overview.model_validate_json(dumped) == ov
+
+
+def test_exception_history_is_newest_first_and_truncated_at_flinks_default() -> None:
+    history = m.JobExceptionsMessage(
+        job_id="j1", num_restarts=20, restart_strategy="fixed-delay (30 attempts, 0 ms)",
+        entries=[m.ExceptionHistoryEntryMessage(timestamp_ms=1_000 + i, error=LOST, restarted_tasks=1) for i in range(20)],
+    )
+    exc = rm.job_exceptions(failed_job_details(error=None), history)
+    assert [e.timestamp for e in exc.exception_history.entries] == [1_019 - i for i in range(rm.EXCEPTION_HISTORY_SIZE)]
+    assert exc.exception_history.truncated and exc.restarts == 20
+
+
+def test_a_root_cause_the_scheduler_did_not_record_gets_its_own_entry_with_the_other_failures() -> None:
+    # e.g. the job failed while not running, or its commit at the end failed: only the job details know the cause
+    details = failed_job_details(error=POISON, failure_time_ms=6_000)
+    details.vertices[0].subtasks.append(details.vertices[0].subtasks[0].model_copy(update={"subtask_index": 1, "failure": ECHO}))
+    history = m.JobExceptionsMessage(
+        job_id="j1", num_restarts=1, restart_strategy="fixed-delay (1 attempts, 100 ms)",
+        entries=[m.ExceptionHistoryEntryMessage(timestamp_ms=3_000, error=LOST, restarted_tasks=2)],
+    )
+    entries = rm.job_exceptions(details, history).model_dump(mode="json")["exceptionHistory"]["entries"]
+    assert [(e["exceptionName"], e["timestamp"]) for e in entries] == [("ValueError", 6_000), ("TaskManagerLostError", 3_000)]
+    assert [c["exceptionName"] for c in entries[0]["concurrentExceptions"]] == ["ProducerFailedError"]
