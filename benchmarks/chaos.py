@@ -1,0 +1,165 @@
+"""Chaos run: the main job with checkpoints and the exactly-once Delta sink, TaskManagers SIGKILLed.
+
+Runs windowed_sum (checkpoints every 500 ms, exactly-once, the source throttled to --rate events
+per second over all subtasks) on a MiniCluster whose TaskManagers run on Spark executors (or as
+local processes), SIGKILLs a random TaskManager process --kills times at random moments spread
+over the run (each kill waits until the job runs again and at least one checkpoint completed
+since the last one), waits for FINISHED and checks the Delta table row for row against the
+plain-Python reference. Prints one JSON line:
+
+    {"kills", "restarts", "rows", "duplicate_keys", "missing_keys", "wrong_values", "max_recovery_s",
+     "median_recovery_s", "seconds"}
+
+recovery = kill -> every task RUNNING again (new attempts deployed and running). Exits non-zero
+on any lost, duplicated or wrong row.
+
+    .venv/bin/python benchmarks/chaos.py --events 300000 --rate 30000 --kills 5 --output /tmp/chaos --provider spark
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import statistics
+import sys
+import time
+from typing import Any
+
+from pipelines.jobs import windowed_sum
+from runtime.api.common import Configuration
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.core.checkpoint import CheckpointingMode
+from runtime.core.states import ExecutionState, JobStatus
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.rpc import messages as m
+
+log = logging.getLogger("chaos")
+
+
+def _details(cluster: MiniCluster, job_id: str) -> m.JobDetailsMessage:
+    return cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=job_id), timeout=10)
+
+
+def _subtasks(cluster: MiniCluster, job_id: str) -> list[m.SubtaskDetails]:
+    return [s for v in _details(cluster, job_id).vertices for s in v.subtasks]
+
+
+def _completed_checkpoints(cluster: MiniCluster, job_id: str) -> int:
+    stats = cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=job_id), timeout=10)
+    return int(json.loads(stats.statistics_json)["counts"]["completed"])
+
+
+def check_output(path: str, events: int) -> dict[str, int]:
+    """Row-for-row comparison with the reference: duplicated keys, missing keys, wrong (count, sum)."""
+    from deltalake import DeltaTable
+
+    expected = windowed_sum.reference(events)
+    table = DeltaTable(path).to_pyarrow_table()
+    cols = {name: table.column(name).to_pylist() for name in windowed_sum.OUTPUT_COLUMNS}
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    duplicates = wrong = 0
+    for u, w, c, s in zip(cols["user_id"], cols["window_start"], cols["count"], cols["sum"]):
+        key = (u, w)
+        if key in seen:
+            duplicates += 1
+        seen[key] = (c, s)
+        if expected.get(key) != (c, s):
+            wrong += 1
+    missing = sum(1 for k in expected if k not in seen)
+    return {"rows": table.num_rows, "duplicate_keys": duplicates, "missing_keys": missing, "wrong_values": wrong}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    spark = None
+    if args.provider == "spark":
+        from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
+
+        spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-chaos"))
+    if os.path.exists(args.output):
+        shutil.rmtree(args.output)
+    rng = random.Random(args.seed)
+    cluster = MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING", heartbeat_timeout_ms=5000), spark=spark).start()
+    try:
+        conf = Configuration()
+        conf.set_string("state.checkpoints.dir", os.path.join(args.output + "-checkpoints"))
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(args.parallelism)
+        env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+        windowed_sum.build(env, args.events, args.output, rate=args.rate)
+        start = time.monotonic()
+        client = cluster.submit(env.get_job_graph("windowed_sum-chaos"))
+        expected_s = args.events / args.rate if args.rate else 10.0
+        recoveries: list[float] = []
+        kills = 0
+        checkpoints_at_last = 0
+        while kills < args.kills and client.get_job_status() not in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
+            # a random moment, spread over the run: after the job runs again and a checkpoint completed since
+            time.sleep(rng.uniform(0.3, max(0.6, expected_s / (args.kills + 1))))
+            subtasks = _subtasks(cluster, client.job_id)
+            if not all(s.state is ExecutionState.RUNNING for s in subtasks) or _completed_checkpoints(cluster, client.job_id) <= checkpoints_at_last:
+                continue
+            tms = [t for t in cluster.task_managers() if t.pid and any(s.tm_id == t.tm_id for s in subtasks)]
+            if not tms:
+                continue
+            victim = rng.choice(tms)
+            before = {(s.subtask_index, s.attempt_id) for s in subtasks}
+            os.kill(victim.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            kills += 1
+            log.warning("kill %d: TaskManager %s (pid %d)", kills, victim.tm_id, victim.pid)
+            while True:
+                status = client.get_job_status()
+                if status in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
+                    break
+                now_subtasks = _subtasks(cluster, client.job_id)
+                restarted = any((s.subtask_index, s.attempt_id) not in before for s in now_subtasks)
+                if restarted and all(s.state in (ExecutionState.RUNNING, ExecutionState.FINISHED) for s in now_subtasks):
+                    recoveries.append(time.monotonic() - killed_at)
+                    break
+                if time.monotonic() - killed_at > 120:
+                    raise RuntimeError("the job did not recover within 120 s")
+                time.sleep(0.05)
+            checkpoints_at_last = _completed_checkpoints(cluster, client.job_id)
+        result = client.get_job_execution_result(timeout=900)
+        seconds = time.monotonic() - start
+        exceptions = cluster.dispatcher_gateway().call_sync("request_job_exceptions", m.JobIdMessage(job_id=client.job_id), timeout=10)
+        out: dict[str, Any] = {
+            "kills": kills,
+            "restarts": exceptions.num_restarts,
+            **check_output(args.output, args.events),
+            "max_recovery_s": round(max(recoveries), 2) if recoveries else None,
+            "median_recovery_s": round(statistics.median(recoveries), 2) if recoveries else None,
+            "seconds": round(seconds, 2),
+            "status": result.status.value,
+        }
+        return out
+    finally:
+        cluster.close()
+        if spark is not None:
+            spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--rate", type=int, default=30_000, help="events per second over all subtasks (0 = unthrottled)")
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--output", required=True, help="path of the output Delta table (replaced)")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--provider", choices=["spark", "local"], default="spark")
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    out = run(args)
+    print(json.dumps(out), flush=True)
+    bad = out["duplicate_keys"] or out["missing_keys"] or out["wrong_values"] or out["status"] != "FINISHED"
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
