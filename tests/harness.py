@@ -11,13 +11,16 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
 from runtime.api.operators.base import InputStatus, OperatorContext, Output, SourceOperator, StreamOperator
 from runtime.core.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
 from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch, Watermark
+
+if TYPE_CHECKING:
+    from runtime.core.checkpoint import KeyedSnapshot
 
 
 class CollectingOutput:
@@ -183,7 +186,7 @@ class Harness:
         max_parallelism: int = 128,
         backend: str = "hashmap",
         now: int = 0,
-        restore: dict[int, bytes] | None = None,
+        restore: "KeyedSnapshot | None" = None,
     ) -> None:
         self.op = operator
         self.output = CollectingOutput()
@@ -197,7 +200,9 @@ class Harness:
         )
         operator.setup(self.ctx)
         if restore is not None:
-            operator.restore_state(restore)  # type: ignore[attr-defined]
+            from runtime.core.checkpoint import StateInitializationContext
+
+            operator.initialize_state(StateInitializationContext(restored_checkpoint_id=1, keyed=restore))
         operator.open()
 
     def process(self, values: Iterable[Any], timestamps: Iterable[int] | None = None, input_index: int = 0) -> None:
@@ -217,3 +222,13 @@ class Harness:
     def close(self) -> None:
         self.op.finish()
         self.op.close()
+
+
+def through_state_files(keyed: "KeyedSnapshot", directory: str, key_group_range: KeyGroupRange) -> "KeyedSnapshot":
+    """A keyed snapshot as a restore sees it: written as checkpoint rows, read back for one key-group range."""
+    from runtime.core.checkpoint import OperatorSnapshot
+    from runtime.storage.state_files import read_operator_state, write_state_file
+
+    handle = write_state_file(directory, 1, 0, 0, 1, {"op": OperatorSnapshot(keyed=keyed)})
+    assert handle is not None
+    return read_operator_state(directory, [handle.path], "op", key_group_range, 0, 1).keyed

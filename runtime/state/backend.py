@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import abc
 import pickle
-from typing import Any, Iterable, Iterator, Mapping
+import copy
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from runtime.api.datastream.state import (
     AggregatingState,
@@ -29,6 +30,7 @@ from runtime.api.datastream.state import (
     StateKind,
     ValueState,
 )
+from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 
@@ -36,6 +38,18 @@ VOID_NAMESPACE = None
 """Flink's VoidNamespace: the namespace of state that is not scoped to a window."""
 
 SNAPSHOT_FORMAT = "millrace-keyed-state-v1"
+
+# kinds of keyed-snapshot entries that belong to operators, not to the state backend
+TIMER_KIND = "timer"
+PANE_KIND = "pane"
+INTERNAL_STATE_KINDS = frozenset({TIMER_KIND, PANE_KIND})
+
+# values that need no copy when a snapshot pins them (nothing can change them in place)
+_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
+
+
+def copy_if_mutable(value: Any) -> Any:
+    return value if type(value) in _IMMUTABLE else copy.copy(value)
 
 _MISSING = object()
 
@@ -72,6 +86,14 @@ class StateTable(abc.ABC):
     @abc.abstractmethod
     def entries(self, kg: int) -> list[tuple[Any, Any, Any]]:
         """All (key, namespace, canonical value) of one key group (for snapshots)."""
+
+    def snapshot_sync(self, key_groups: KeyGroupRange) -> Callable[[], dict[int, list[tuple[Any, Any, Any]]]]:
+        """The synchronous part of a snapshot; the returned supplier (any thread) yields the entries.
+
+        Default: materialize now (correct for any table; backends override it with something cheaper).
+        """
+        data = {kg: e for kg in key_groups if (e := self.entries(kg))}
+        return lambda: data
 
     # list and map primitives; the defaults work on the canonical value (the heap backend keeps
     # them; RocksDB overrides them with one entry per element / map key).
@@ -389,6 +411,35 @@ class KeyedStateBackend(abc.ABC):
         return iter(()) if t is None else t.keys_and_namespaces()
 
     # snapshots -------------------------------------------------------------------------------
+    def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
+        """Checkpoint contract: pin the state now (cheap), build {kg: {name: (kind, entries)}} later on any thread."""
+        parts = [(name, table.kind, table.snapshot_sync(self.key_group_range)) for name, table in self._tables.items()]
+
+        def supplier() -> KeyedSnapshot:
+            out: KeyedSnapshot = {}
+            for name, kind, entries_of in parts:
+                for kg, entries in entries_of().items():
+                    if entries:
+                        out.setdefault(kg, {})[name] = (kind, entries)
+            return out
+
+        return supplier
+
+    def restore_keyed(self, snapshot: KeyedSnapshot) -> None:
+        """Load the key groups of `snapshot` this backend owns (either backend may have written it).
+
+        Operator-internal kinds (timers, panes) are left to their operators. May be called several times.
+        """
+        for kg, states in snapshot.items():
+            if kg not in self.key_group_range:
+                continue
+            for name, (kind, entries) in states.items():
+                if kind in INTERNAL_STATE_KINDS:
+                    continue
+                table = self._table(name, kind)
+                for key, ns, value in entries:
+                    table.put(kg, key, ns, value)
+
     def snapshot(self) -> dict[int, bytes]:
         """Canonical per-key-group snapshot; key groups without state are left out."""
         out: dict[int, bytes] = {}

@@ -6,10 +6,11 @@ Like Flink's heap backend, values are stored by reference (no copy on read or wr
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from runtime.core.keygroups import KeyGroupRange
-from runtime.state.backend import KeyedStateBackend, StateTable
+from runtime.api.datastream.state import StateKind
+from runtime.state.backend import KeyedStateBackend, StateTable, copy_if_mutable
 
 
 class HeapStateTable(StateTable):
@@ -67,6 +68,21 @@ class HeapStateTable(StateTable):
         if not m:
             return []
         return [(k, ns, v) for (k, ns), v in m.items()]
+
+    def snapshot_sync(self, key_groups: KeyGroupRange) -> Callable[[], dict[int, list[tuple[Any, Any, Any]]]]:
+        """Copy-on-snapshot at C speed: dict copies now, entries built later on the snapshot thread.
+
+        List and map values are changed in place by this table (list_add, map_put), and reducing /
+        aggregating accumulators may be changed in place by user functions, so those values are
+        copied too; value state follows Flink's rule (do not mutate an object after update()).
+        """
+        if self.kind in (StateKind.LIST, StateKind.MAP):
+            copies = {kg: {kn: (list(v) if type(v) is list else dict(v)) for kn, v in m.items()} for kg, m in self.maps.items() if m}
+        elif self.kind in (StateKind.REDUCING, StateKind.AGGREGATING):
+            copies = {kg: {kn: copy_if_mutable(v) for kn, v in m.items()} for kg, m in self.maps.items() if m}
+        else:
+            copies = {kg: m.copy() for kg, m in self.maps.items() if m}
+        return lambda: {kg: [(k, ns, v) for (k, ns), v in m.items()] for kg, m in copies.items()}
 
 
 class HashMapKeyedStateBackend(KeyedStateBackend):

@@ -198,6 +198,36 @@ class InternalTimerService:
             self._after_processing_timers()
 
     # snapshots ---------------------------------------------------------------------------
+    def state_names(self) -> tuple[str, str]:
+        return (f"__timers__/{self.name}/event", f"__timers__/{self.name}/processing")
+
+    def snapshot_entries(self) -> dict[int, dict[str, tuple[str, list[tuple[Any, Any, Any]]]]]:
+        """Checkpoint contract: timers as keyed entries (key, namespace, timestamp) of kind "timer"."""
+        from runtime.state.backend import TIMER_KIND
+
+        ev_name, pt_name = self.state_names()
+        out: dict[int, dict[str, tuple[str, list[tuple[Any, Any, Any]]]]] = {}
+        for name, queue in ((ev_name, self._event), (pt_name, self._processing)):
+            for kg, timers in queue.by_key_group().items():
+                out.setdefault(kg, {})[name] = (TIMER_KIND, [(key, ns, ts) for ts, key, ns in timers])
+        return out
+
+    def restore_entries(self, snapshot: Mapping[int, Mapping[str, tuple[str, list[tuple[Any, Any, Any]]]]]) -> None:
+        """Re-register this service's timers of the key groups this subtask owns."""
+        ev_name, pt_name = self.state_names()
+        rng = self._backend.key_group_range
+        for kg in sorted(snapshot):
+            if kg not in rng:
+                continue
+            states = snapshot[kg]
+            for key, ns, ts in states.get(ev_name, ("", []))[1]:
+                self._event.add(kg, key, ns, ts)
+            for key, ns, ts in states.get(pt_name, ("", []))[1]:
+                self._processing.add(kg, key, ns, ts)
+        nxt = self._processing.peek_ts()
+        if nxt is not None:
+            self._ensure_physical_timer(nxt)
+
     def snapshot(self) -> dict[int, bytes]:
         ev = self._event.by_key_group()
         pt = self._processing.by_key_group()

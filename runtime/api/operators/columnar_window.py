@@ -17,8 +17,6 @@ fires once per late element).
 """
 from __future__ import annotations
 
-import pickle
-from typing import Mapping
 
 import numpy as np
 
@@ -34,9 +32,10 @@ from runtime.api.operators.base import StreamOperator
 from runtime.core.errors import InvalidProgramError, MillraceError
 from runtime.core.keygroups import assign_to_key_groups, stable_hash
 from runtime.core.records import ColumnBatch, RecordBatch, Watermark
-from runtime.state.serialization import dumps_value
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
+from runtime.state.backend import PANE_KIND
 
-SNAPSHOT_FORMAT = "millrace-columnar-window-v1"
+PANE_STATE = "__window_panes__"
 _COMPACT_AFTER_CHUNKS = 16  # bounds memory and final-combine cost per pane
 
 
@@ -297,37 +296,53 @@ class ColumnarWindowAggregateOperator(StreamOperator):
             return assign_to_key_groups(keys, mp)
         return np.fromiter((stable_hash(k) % mp for k in keys.tolist()), dtype=np.int64, count=len(keys))
 
-    def snapshot_state(self) -> dict[int, bytes]:
-        """Pending partials per key group: {kg: pickle({window_start: (keys, partials, fired)})}."""
-        per_kg: dict[int, dict[int, tuple[np.ndarray, list[np.ndarray], bool]]] = {}
-        for w, pane in self._panes.items():
-            keys, parts = pane.consolidate(self.aggregate)
-            kgs = self._key_groups(keys)
-            order, starts, ukg = _group(kgs)
-            ends = np.append(starts[1:], len(kgs))
-            for g, s, e in zip(ukg.tolist(), starts.tolist(), ends.tolist()):
-                sel = order[s:e]
-                per_kg.setdefault(g, {})[w] = (keys[sel], [p[sel] for p in parts], pane.fired)
-        return {kg: dumps_value({"format": SNAPSHOT_FORMAT, "panes": panes}) for kg, panes in sorted(per_kg.items())}
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        """Pending partials as keyed entries: (key, window start, (partial..., fired)) of kind "pane".
 
-    def restore_state(self, snapshot: Mapping[int, bytes]) -> None:
-        """Take the key groups of this subtask's KeyGroupRange; may be called several times."""
+        Synchronous part: consolidate each pane (numpy; the arrays are never changed in place
+        afterwards); the per-key entries are built later on the snapshot thread.
+        """
+        panes = [(w, *pane.consolidate(self.aggregate), pane.fired) for w, pane in self._panes.items()]
+
+        def keyed() -> KeyedSnapshot:
+            out: KeyedSnapshot = {}
+            for w, keys, parts, fired in panes:
+                kgs = self._key_groups(keys)
+                order, starts, ukg = _group(kgs)
+                ends = np.append(starts[1:], len(kgs))
+                for g, s0, e0 in zip(ukg.tolist(), starts.tolist(), ends.tolist()):
+                    sel = order[s0:e0]
+                    values = zip(*(p[sel].tolist() for p in parts))
+                    entries = [(k, w, (v, fired)) for k, v in zip(keys[sel].tolist(), values)]
+                    states = out.setdefault(g, {})
+                    states.setdefault(PANE_STATE, (PANE_KIND, []))[1].extend(entries)
+            return out
+
+        return OperatorSnapshot(keyed=keyed)
+
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        """Take the panes of this subtask's key groups (after setup, before open)."""
         assert self.ctx is not None
         rng = self.ctx.key_group_range
-        for kg, data in snapshot.items():
-            if kg not in rng:
+        by_window: dict[int, tuple[list, list, bool]] = {}
+        for kg, states in context.keyed.items():
+            if kg not in rng or PANE_STATE not in states:
                 continue
-            doc = pickle.loads(data)
-            if doc.get("format") != SNAPSHOT_FORMAT:
-                raise MillraceError(f"columnar window aggregate: unknown snapshot format {doc.get('format')!r}")
-            for w, (keys, parts, fired) in doc["panes"].items():
-                pane = self._panes.get(w)
-                if pane is None:
-                    pane = self._panes[w] = _Pane()
-                    if not self.event_time:
-                        self._register_processing_timer(w + self.size - 1)
-                pane.add(keys, parts)
-                pane.fired = pane.fired or fired
+            for key, w, (values, fired) in states[PANE_STATE][1]:
+                keys, vals, was_fired = by_window.setdefault(w, ([], [], False))
+                keys.append(key)
+                vals.append(values)
+                if fired and not was_fired:
+                    by_window[w] = (keys, vals, True)
+        for w, (keys, vals, fired) in sorted(by_window.items()):
+            pane = self._panes.get(w)
+            if pane is None:
+                pane = self._panes[w] = _Pane()
+                if not self.event_time:
+                    self._register_processing_timer(w + self.size - 1)
+            parts = [np.asarray(col) for col in zip(*vals)]
+            pane.add(np.asarray(keys), parts)
+            pane.fired = pane.fired or fired
 
 
 __all__ = ["ColumnarWindowAggregateOperator"]

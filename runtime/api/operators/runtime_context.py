@@ -5,12 +5,11 @@ OperatorContext and keyed state from the operator's KeyedStateBackend (VoidNames
 `AbstractKeyedOperator` is the keyed part of Flink's AbstractStreamOperator: it creates the keyed
 state backend and timer services at setup, advances event-time timers before forwarding a
 watermark, buffers outputs so each input batch / timer round leaves as one ObjectBatch, and
-exposes a per-key-group snapshot seam (`snapshot_state` / `restore_state`).
+implements the checkpoint contract (`snapshot_state` / `initialize_state`) per key group.
 """
 from __future__ import annotations
 
-import pickle
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -20,15 +19,13 @@ from runtime.core.keygroups import assign_to_key_groups
 from runtime.core.keys import KeyExtractor
 from runtime.core.records import ObjectBatch, RecordBatch, Watermark
 from runtime.api.operators.base import OperatorContext, StreamOperator
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
-from runtime.state.serialization import dumps_value
 from runtime.state.timers import InternalTimerService, Triggerable
 
 STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
 """OperatorContext.config keys naming the backend ("hashmap" default, or "rocksdb")."""
 ROCKSDB_LOCAL_DIR_KEY = "state.backend.rocksdb.localdir"
-
-OPERATOR_SNAPSHOT_FORMAT = "millrace-keyed-operator-v1"
 
 
 class StreamingRuntimeContext(RuntimeContext):
@@ -115,7 +112,7 @@ class AbstractKeyedOperator(StreamOperator):
         self._timer_services: dict[str, InternalTimerService] = {}
         self._out_values: list[Any] = []
         self._out_ts: list[int | None] = []
-        self._restored: dict[int, bytes] | None = None
+        self._restored: KeyedSnapshot | None = None  # restored timers, for services created after restore
 
     # lifecycle ---------------------------------------------------------------------------
     def setup(self, ctx: OperatorContext) -> None:
@@ -145,7 +142,7 @@ class AbstractKeyedOperator(StreamOperator):
             )
             self._timer_services[name] = svc
             if self._restored is not None:
-                svc.restore(self._timers_of(name, self._restored))
+                svc.restore_entries(self._restored)
         return svc
 
     # keys --------------------------------------------------------------------------------
@@ -202,42 +199,30 @@ class AbstractKeyedOperator(StreamOperator):
         assert self.output is not None
         self.output.emit_watermark(Watermark(timestamp))
 
-    # snapshot seam -----------------------------------------------------------------------
-    def snapshot_state(self) -> dict[int, bytes]:
-        """Keyed state and timers of this subtask, per key group."""
+    # state and checkpoints -----------------------------------------------------------------
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
+        """Keyed state (pinned now, serialised later) and timers of this subtask, per key group."""
         assert self.keyed_state_backend is not None
-        state = self.keyed_state_backend.snapshot()
-        timers = {name: svc.snapshot() for name, svc in self._timer_services.items()}
-        kgs = set(state)
-        for t in timers.values():
-            kgs.update(t)
-        return {
-            kg: dumps_value(
-                {
-                    "format": OPERATOR_SNAPSHOT_FORMAT,
-                    "state": state.get(kg),
-                    "timers": {n: t[kg] for n, t in timers.items() if kg in t},
-                }
-            )
-            for kg in sorted(kgs)
-        }
+        state = self.keyed_state_backend.snapshot_sync()
+        timers = [svc.snapshot_entries() for svc in self._timer_services.values()]
 
-    def restore_state(self, snapshot: Mapping[int, bytes]) -> None:
-        """Restore the key groups this subtask owns (call after setup, before open)."""
+        def keyed() -> KeyedSnapshot:
+            out = state()
+            for per_kg in timers:
+                for kg, states in per_kg.items():
+                    out.setdefault(kg, {}).update(states)
+            return out
+
+        return OperatorSnapshot(keyed=keyed)
+
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        """Restore the key groups this subtask owns (after setup, before open)."""
         assert self.keyed_state_backend is not None and self.ctx is not None
+        if not context.keyed:
+            return
         rng = self.ctx.key_group_range
-        mine = {kg: data for kg, data in snapshot.items() if kg in rng}
+        mine = {kg: states for kg, states in context.keyed.items() if kg in rng}
         self._restored = {**(self._restored or {}), **mine}
-        docs = {kg: pickle.loads(d) for kg, d in mine.items()}
-        self.keyed_state_backend.restore({kg: d["state"] for kg, d in docs.items() if d["state"] is not None})
-        for name, svc in self._timer_services.items():
-            svc.restore(self._timers_of(name, mine))
-
-    @staticmethod
-    def _timers_of(name: str, snapshot: Mapping[int, bytes]) -> dict[int, bytes]:
-        out: dict[int, bytes] = {}
-        for kg, data in snapshot.items():
-            t = pickle.loads(data)["timers"].get(name)
-            if t is not None:
-                out[kg] = t
-        return out
+        self.keyed_state_backend.restore_keyed(mine)
+        for svc in self._timer_services.values():
+            svc.restore_entries(mine)

@@ -20,7 +20,7 @@ from runtime.core.errors import InvalidProgramError
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, Watermark
 from runtime.core.row import Row
-from tests.harness import Harness
+from tests.harness import Harness, through_state_files
 
 pytestmark = pytest.mark.unit
 
@@ -137,7 +137,7 @@ def test_columnar_processing_time_windows():
     assert starts == [990, 1000]
 
 
-def test_columnar_snapshot_restore_rescaled():
+def test_columnar_snapshot_restore_rescaled(tmp_path):
     batches = gen_batches(seed=5, n_batches=20, late_frac=0)
     assigner = SlidingEventTimeWindows.of(300, 100)
     whole = run_columnar(ColumnarWindowAggregateOperator("key", assigner, AGG), batches)
@@ -146,11 +146,12 @@ def test_columnar_snapshot_restore_rescaled():
         h.op.process_batch(b)
         h.watermark(wm)
     before = columnar_rows(h)
-    snap = h.op.snapshot_state()
+    snap = h.op.snapshot_state(1).materialize_keyed()
     assert snap and all(0 <= kg < 128 for kg in snap)
     rows = list(before)
     for rng in (KeyGroupRange(0, 63), KeyGroupRange(64, 127)):
-        h2 = Harness(ColumnarWindowAggregateOperator("key", assigner, AGG), key_group_range=rng, restore=snap)
+        restored = through_state_files(snap, str(tmp_path / f"{rng.start}"), rng)  # as checkpoint rows, like a restore
+        h2 = Harness(ColumnarWindowAggregateOperator("key", assigner, AGG), key_group_range=rng, restore=restored)
         h2.watermark(batches[9][1])
         for b, wm in batches[10:]:
             kgs = h2.op._key_groups(b.columns["key"])

@@ -114,7 +114,7 @@ def test_snapshot_and_restore_keyed_process_operator_with_timers():
     h = Harness(KeyedProcessOperator(lambda r: r[0], CountWithTimeout()))
     keys = [f"k{i}" for i in range(30)]
     h.process([(k, 1) for k in keys], [1] * len(keys))
-    snap = h.op.snapshot_state()
+    snap = h.op.snapshot_state(1).materialize_keyed()
     h.close()
     # rescale to two subtasks; each restores only its key groups and fires their timers
     outs = []

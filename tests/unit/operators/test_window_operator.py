@@ -25,7 +25,7 @@ from runtime.api.datastream.window import (
 from runtime.api.operators.window_operator import WindowOperator
 from runtime.core.errors import MillraceError
 from runtime.core.records import MAX_TIMESTAMP, Watermark
-from tests.harness import Harness
+from tests.harness import Harness, through_state_files
 
 pytestmark = pytest.mark.unit
 
@@ -367,20 +367,21 @@ def test_nothing_fires_in_finish_without_the_final_watermark():
     assert h.output.values() == [("a", 1, 1)]
 
 
-def test_window_operator_snapshot_restore_rescaled():
+def test_window_operator_snapshot_restore_rescaled(tmp_path):
     events = gen(seed=9, n=200, keys="abcdefghij", late_every=0)
     first, second = events[:100], events[100:]
     op = WindowOperator(lambda r: r[0], EventTimeSessionWindows.with_gap(15), None, ("process", SumsPerWindow()))
     h = Harness(op)
     h.process([(k, v, ts) for k, v, ts in first], [e[2] for e in first])
-    snap = op.snapshot_state()
+    snap = op.snapshot_state(1).materialize_keyed()
     h.close()
     out = []
     from runtime.core.keygroups import KeyGroupRange
 
     for rng in (KeyGroupRange(0, 63), KeyGroupRange(64, 127)):
         op2 = WindowOperator(lambda r: r[0], EventTimeSessionWindows.with_gap(15), None, ("process", SumsPerWindow()))
-        h2 = Harness(op2, key_group_range=rng, restore=snap, backend="rocksdb")
+        restored = through_state_files(snap, str(tmp_path / f"{rng.start}"), rng)  # as checkpoint rows, like a restore
+        h2 = Harness(op2, key_group_range=rng, restore=restored, backend="rocksdb")
         from runtime.core.keygroups import assign_to_key_group
 
         mine = [e for e in second if assign_to_key_group(e[0], 128) in rng]

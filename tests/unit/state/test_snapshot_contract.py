@@ -1,0 +1,133 @@
+"""The checkpoint contract of the keyed state backends: a cheap synchronous pin, entries later, any-backend restore."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from runtime.api.datastream.functions import AggregateFunction
+from runtime.api.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from runtime.core.keygroups import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
+from runtime.state import create_keyed_state_backend
+
+BACKENDS = ["hashmap", "rocksdb"]
+
+
+class MutatingAverage(AggregateFunction):
+    """Changes its accumulator in place and returns it (legal in Flink): snapshots must still be stable."""
+
+    def create_accumulator(self):
+        return [0, 0]
+
+    def add(self, value, acc):
+        acc[0] += value
+        acc[1] += 1
+        return acc
+
+    def get_result(self, acc):
+        return acc[0] / acc[1]
+
+    def merge(self, a, b):
+        return [a[0] + b[0], a[1] + b[1]]
+
+
+def fill(b, keys, offset=0):
+    for k in keys:
+        b.set_current_key(k)
+        b.get_partitioned_state(ValueStateDescriptor("v")).update(k + offset)
+        b.get_partitioned_state(ListStateDescriptor("l")).add(k + offset)
+        b.get_partitioned_state(MapStateDescriptor("m")).put("x", k + offset)
+        b.get_partitioned_state(ReducingStateDescriptor("r", lambda a, c: a + c)).add(k + offset)
+        b.get_partitioned_state(AggregatingStateDescriptor("a", MutatingAverage())).add(k + offset)
+
+
+def read(b, keys):
+    out = {}
+    for k in keys:
+        b.set_current_key(k)
+        out[k] = (
+            b.get_partitioned_state(ValueStateDescriptor("v")).value(),
+            b.get_partitioned_state(ListStateDescriptor("l")).get(),
+            dict(b.get_partitioned_state(MapStateDescriptor("m")).items()),
+            b.get_partitioned_state(ReducingStateDescriptor("r", lambda a, c: a + c)).get(),
+            b.get_partitioned_state(AggregatingStateDescriptor("a", MutatingAverage())).get(),
+        )
+    return out
+
+
+@pytest.mark.parametrize("src_kind", BACKENDS)
+@pytest.mark.parametrize("dst_kind", BACKENDS)
+def test_a_pinned_snapshot_ignores_later_updates_and_restores_into_either_backend(src_kind, dst_kind):
+    keys = list(range(200))
+    src = create_keyed_state_backend(src_kind, KeyGroupRange(0, 127), 128, "src")
+    fill(src, keys)
+    expected = copy.deepcopy(read(src, keys))  # the heap backend hands out live objects
+    supplier = src.snapshot_sync()
+    fill(src, keys, offset=1000)  # after the synchronous part: must not show in the snapshot
+    snapshot = supplier()
+    dst = create_keyed_state_backend(dst_kind, KeyGroupRange(0, 127), 128, "dst")
+    dst.restore_keyed(snapshot)
+    assert read(dst, keys) == expected
+    src.dispose()
+    dst.dispose()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_rescaling_two_to_three_puts_every_key_in_exactly_one_subtask(kind):
+    keys = list(range(500))
+    olds = [create_keyed_state_backend(kind, compute_key_group_range_for_operator_index(128, 2, i), 128, f"old{i}") for i in range(2)]
+    for b in olds:
+        mine = [k for k in keys if assign_to_key_group(k, 128) in b.key_group_range]
+        fill(b, mine)
+    snapshots = [b.snapshot_sync()() for b in olds]
+    seen = {}
+    for i in range(3):
+        new = create_keyed_state_backend(kind, compute_key_group_range_for_operator_index(128, 3, i), 128, f"new{i}")
+        for snap in snapshots:
+            new.restore_keyed(snap)
+        for k in new.get_keys("v"):
+            assert k not in seen
+            seen[k] = read(new, [k])[k]
+        new.dispose()
+    assert sorted(seen) == keys
+    assert seen[7][0] == 7 and seen[7][1] == [7]
+
+
+def test_timers_round_trip_as_keyed_entries():
+    from runtime.state.timers import InternalTimerService
+
+    class T:
+        def __init__(self):
+            self.fired = []
+
+        def on_event_time(self, timer):
+            self.fired.append((timer.key, timer.timestamp))
+
+        def on_processing_time(self, timer):
+            pass
+
+    class PTS:
+        def current_processing_time(self):
+            return 0
+
+        def register_timer(self, ts, cb):
+            return None
+
+    b = create_keyed_state_backend("hashmap", KeyGroupRange(0, 127), 128, "t")
+    svc = InternalTimerService("w", b, PTS(), T())
+    for k in range(20):
+        b.set_current_key(k)
+        svc.register_event_time_timer(None, 100 + k)
+    entries = svc.snapshot_entries()
+    b2 = create_keyed_state_backend("hashmap", KeyGroupRange(0, 127), 128, "t2")
+    t2 = T()
+    svc2 = InternalTimerService("w", b2, PTS(), t2)
+    svc2.restore_entries(entries)
+    svc2.advance_watermark(1000)
+    assert sorted(t2.fired) == [(k, 100 + k) for k in range(20)]
