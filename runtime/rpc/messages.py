@@ -259,6 +259,9 @@ class DeclineCheckpoint(Message):
     execution_attempt_id: str
     checkpoint_id: int
     reason: str
+    # False for declines that say nothing about checkpointing health (the task is not running, the
+    # checkpoint was subsumed by a newer one): Flink's CheckpointFailureManager does not count them
+    counts_as_failure: bool = True
 
 
 class NotifyCheckpoint(Message):

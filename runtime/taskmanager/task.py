@@ -438,13 +438,13 @@ class Task:
 
     def _on_checkpoint_aborted_in_alignment(self, checkpoint_id: int, reason: str) -> None:
         self.log.info("checkpoint %d aborted during alignment: %s", checkpoint_id, reason)
-        self._decline(checkpoint_id, reason)
+        self._decline(checkpoint_id, reason, counts_as_failure=False)
 
     def _perform_checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Task thread: the synchronous part (cheap copies), the barrier downstream, then the rest off-thread."""
         chain = self._chain
         if chain is None or self._canceled.is_set():
-            self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running")
+            self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running", counts_as_failure=False)
             return
         t0 = time.monotonic()
         snapshots: dict[str, OperatorSnapshot] = {}
@@ -491,11 +491,14 @@ class Task:
             except Exception as e:  # noqa: BLE001 - the JobMaster aborts the checkpoint by timeout then
                 self.log.warning("checkpoint %d: acknowledgement failed: %s", checkpoint_id, e)
 
-    def _decline(self, checkpoint_id: int, reason: str) -> None:
+    def _decline(self, checkpoint_id: int, reason: str, counts_as_failure: bool = True) -> None:
         if self.checkpoint_response is None:
             return
         tdd = self.tdd
-        msg = DeclineCheckpoint(job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id, reason=reason)
+        msg = DeclineCheckpoint(
+            job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id,
+            reason=reason, counts_as_failure=counts_as_failure,
+        )
         try:
             self.checkpoint_response(msg)
         except Exception as e:  # noqa: BLE001

@@ -171,8 +171,8 @@ class CheckpointCoordinator:
     async def _send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
         try:
             await self.host.send_trigger(task, msg)
-        except Exception as e:  # noqa: BLE001 - the task is gone: the checkpoint cannot complete
-            await self._abort(msg.checkpoint_id, f"could not trigger checkpoint {msg.checkpoint_id} at task {task.vertex_id}[{task.subtask_index}]: {e}")
+        except Exception as e:  # noqa: BLE001 - the task is gone (a failover follows): not a checkpoint failure
+            await self._abort(msg.checkpoint_id, f"could not trigger checkpoint {msg.checkpoint_id} at task {task.vertex_id}[{task.subtask_index}]: {e}", count_failure=False)
 
     # --- acknowledgements -------------------------------------------------------------------------
     async def receive_acknowledge(self, msg: m.AcknowledgeCheckpoint) -> None:
@@ -193,7 +193,7 @@ class CheckpointCoordinator:
             await self._complete(p)
 
     async def receive_decline(self, msg: m.DeclineCheckpoint) -> None:
-        await self._abort(msg.checkpoint_id, f"checkpoint {msg.checkpoint_id} declined by a task: {msg.reason}")
+        await self._abort(msg.checkpoint_id, f"checkpoint {msg.checkpoint_id} declined by a task: {msg.reason}", msg.counts_as_failure)
 
     async def _complete(self, p: PendingCheckpoint) -> None:
         if p.timeout_handle is not None:

@@ -244,3 +244,11 @@ def test_a_failover_while_the_commit_is_in_flight_never_deletes_the_files_it_ref
     gate.set()
     loop.run_until_complete(completing)
     assert cc.latest_completed.checkpoint_id == 1 and store.discarded == []
+
+
+def test_declines_that_say_nothing_about_checkpointing_are_not_counted(setup) -> None:
+    cc, host, store, _, run = setup
+    for cid in (1, 2, 3):
+        run(cc.trigger_checkpoint())
+        run(cc.receive_decline(m.DeclineCheckpoint(job_id="job", execution_attempt_id="src-0", checkpoint_id=cid, reason="task is no longer running", counts_as_failure=False)))
+    assert not host.failures_exceeded and cc.stats.snapshot().counts.failed == 3
