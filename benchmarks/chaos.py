@@ -73,9 +73,10 @@ def check_output(path: str, events: int) -> dict[str, int]:
     return {"rows": table.num_rows, "duplicate_keys": duplicates, "missing_keys": missing, "wrong_values": wrong}
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    spark = None
-    if args.provider == "spark":
+def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
+    """One chaos run; `spark`: an existing SparkSession to put TaskManagers on (else one is started and stopped)."""
+    own_spark = spark is None and args.provider == "spark"
+    if own_spark:
         from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
         spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-chaos"))
@@ -139,11 +140,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return out
     finally:
         cluster.close()
-        if spark is not None:
+        if own_spark:
             spark.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--rate", type=int, default=30_000, help="events per second over all subtasks (0 = unthrottled)")
@@ -153,7 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--provider", choices=["spark", "local"], default="spark")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=500)
     parser.add_argument("--seed", type=int, default=None)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     out = run(args)
     print(json.dumps(out), flush=True)

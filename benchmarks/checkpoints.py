@@ -1,0 +1,114 @@
+"""Checkpoint cost: a keyed job holding --keys keys, with and without checkpoints, both state backends.
+
+The job: a generator of --events records (key = i % keys, value = 1), key_by(key), reduce(sum)
+(one ReducingState entry per key in the keyed state backend), nothing emitted downstream. Each
+backend runs twice side by side in this process on the same warm cluster: without checkpoints
+(the baseline) and with a checkpoint every --interval-ms. Prints one JSON line per backend:
+
+    {"backend", "keys", "checkpoint_s", "state_bytes", "events_per_s_without", "events_per_s_with", "cost_pct",
+     "checkpoints", "sync_part": ...}
+
+checkpoint_s is the median end-to-end duration of the completed checkpoints once every key is in
+state (trigger -> committed to Delta); state_bytes the size of the latest one.
+
+    .venv/bin/python benchmarks/checkpoints.py [--keys 1000000] [--events 3000000] [--interval-ms 2000] [--provider local|spark]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from runtime.api.common import Configuration, WatermarkStrategy
+from runtime.api.connectors.generator import DataGeneratorSource
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.core.checkpoint import CheckpointingMode
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.rpc import messages as m
+
+
+class KeyOf:
+    def __init__(self, keys: int) -> None:
+        self.keys = keys
+
+    def __call__(self, i: int) -> tuple[int, int]:
+        return (i % self.keys, 1)
+
+
+def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms: int, checkpoint_dir: str) -> dict[str, Any]:
+    conf = Configuration()
+    conf.set_string("state.backend.type", backend)
+    conf.set_string("state.checkpoints.dir", checkpoint_dir)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(1)
+    if interval_ms:
+        env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    (
+        env.from_source(DataGeneratorSource(KeyOf(keys), events), WatermarkStrategy.no_watermarks(), "records")
+        .key_by(lambda r: r[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .name("sum per key")
+        .filter(lambda r: False)
+        .print()
+    )
+    client = cluster.submit(env.get_job_graph(f"checkpoints-{backend}-{interval_ms}"))
+    history: dict[int, dict[str, Any]] = {}
+    gw = cluster.dispatcher_gateway()
+    while client.get_job_status().value not in ("FINISHED", "FAILED", "CANCELED"):
+        time.sleep(0.5)
+        if interval_ms:
+            stats = json.loads(gw.call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=client.job_id), timeout=10).statistics_json)
+            for e in stats.get("history", []):
+                if e["status"] == "COMPLETED":
+                    history[e["id"]] = e
+    result = client.get_job_execution_result(timeout=3600)
+    seconds = (result.running_ms or result.net_runtime_ms) / 1000
+    out: dict[str, Any] = {"seconds": seconds, "events_per_s": events / seconds}
+    if interval_ms:
+        done = [history[k] for k in sorted(history)]
+        full = [e for e in done if e["state_size"] >= max(x["state_size"] for x in done) * 0.9] if done else []
+        out["checkpoints"] = len(done)
+        out["checkpoint_s"] = round(statistics.median(e["end_to_end_duration"] for e in full) / 1000, 3) if full else None
+        out["state_bytes"] = done[-1]["state_size"] if done else 0
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=3_000_000)
+    parser.add_argument("--interval-ms", type=int, default=2000)
+    parser.add_argument("--backends", default="hashmap,rocksdb")
+    parser.add_argument("--provider", choices=["local", "spark"], default="local")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    spark = None
+    if args.provider == "spark":
+        from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
+
+        spark = build_spark_session(SparkSessionConfig(master="local[2]", app_name="millrace-checkpoint-bench"))
+    with tempfile.TemporaryDirectory() as tmp, MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING"), spark=spark) as cluster:
+        for backend in args.backends.split(","):
+            without = run(cluster, backend, args.keys, args.events, 0, tmp)
+            with_cp = run(cluster, backend, args.keys, args.events, args.interval_ms, tmp)
+            row = {
+                "backend": backend,
+                "keys": args.keys,
+                "checkpoint_s": with_cp.get("checkpoint_s"),
+                "state_bytes": with_cp.get("state_bytes"),
+                "events_per_s_without": round(without["events_per_s"]),
+                "events_per_s_with": round(with_cp["events_per_s"]),
+                "cost_pct": round((1 - with_cp["events_per_s"] / without["events_per_s"]) * 100, 1),
+                "checkpoints": with_cp.get("checkpoints"),
+            }
+            print(json.dumps(row), flush=True)
+    if spark is not None:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
