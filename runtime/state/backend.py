@@ -7,16 +7,17 @@ VoidNamespace; windows use the window). Storage is a `StateTable` per state name
 the hashmap backend (dicts) and the RocksDB backend (rocksdict); the state objects on top are
 common, so both backends behave the same.
 
-Snapshots are per key group and in one canonical format for both backends:
-`pickle({"format": ..., "states": {name: (kind, [(key, namespace, value), ...])}})` with list
-values as lists and map values as dicts. So a snapshot can be restored into either backend and
-with a different KeyGroupRange (rescaling): restore keeps only the key groups it owns.
+Checkpoints follow runtime.core.checkpoint: `snapshot_sync()` pins the state on the task thread
+(cheap) and returns a supplier that builds the `KeyedSnapshot` -- {key group: {state name: (kind,
+[(key, namespace, value), ...])}}, list values as lists, map values as dicts -- later, on the
+snapshot thread. The format is the same for both backends, so `restore_keyed` loads a snapshot
+into either backend and with a different KeyGroupRange (rescaling: it keeps only its key groups).
 """
 from __future__ import annotations
 
 import abc
-import pickle
-import copy
+import contextlib
+import gc
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from runtime.api.datastream.state import (
@@ -37,19 +38,9 @@ from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 VOID_NAMESPACE = None
 """Flink's VoidNamespace: the namespace of state that is not scoped to a window."""
 
-SNAPSHOT_FORMAT = "millrace-keyed-state-v1"
-
 # kinds of keyed-snapshot entries that belong to operators, not to the state backend
 TIMER_KIND = "timer"
 PANE_KIND = "pane"
-INTERNAL_STATE_KINDS = frozenset({TIMER_KIND, PANE_KIND})
-
-# values that need no copy when a snapshot pins them (nothing can change them in place)
-_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
-
-
-def copy_if_mutable(value: Any) -> Any:
-    return value if type(value) in _IMMUTABLE else copy.copy(value)
 
 _MISSING = object()
 
@@ -83,17 +74,11 @@ class StateTable(abc.ABC):
     @abc.abstractmethod
     def keys_and_namespaces(self) -> Iterator[tuple[Any, Any]]: ...
 
-    @abc.abstractmethod
-    def entries(self, kg: int) -> list[tuple[Any, Any, Any]]:
-        """All (key, namespace, canonical value) of one key group (for snapshots)."""
-
-    def snapshot_sync(self, key_groups: KeyGroupRange) -> Callable[[], dict[int, list[tuple[Any, Any, Any]]]]:
-        """The synchronous part of a snapshot; the returned supplier (any thread) yields the entries.
-
-        Default: materialize now (correct for any table; backends override it with something cheaper).
-        """
-        data = {kg: e for kg in key_groups if (e := self.entries(kg))}
-        return lambda: data
+    def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
+        """Put (key, namespace, canonical value) entries of one key group (restore)."""
+        put = self.put
+        for key, ns, value in entries:
+            put(kg, key, ns, value)
 
     # list and map primitives; the defaults work on the canonical value (the heap backend keeps
     # them; RocksDB overrides them with one entry per element / map key).
@@ -410,64 +395,31 @@ class KeyedStateBackend(abc.ABC):
         t = self._tables.get(state_name)
         return iter(()) if t is None else t.keys_and_namespaces()
 
-    # snapshots -------------------------------------------------------------------------------
+    # checkpoints (runtime.core.checkpoint) -------------------------------------------------------
+    @abc.abstractmethod
     def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
-        """Checkpoint contract: pin the state now (cheap), build {kg: {name: (kind, entries)}} later on any thread."""
-        parts = [(name, table.kind, table.snapshot_sync(self.key_group_range)) for name, table in self._tables.items()]
+        """The synchronous part of a snapshot (task thread, cheap): pin the current state.
 
-        def supplier() -> KeyedSnapshot:
-            out: KeyedSnapshot = {}
-            for name, kind, entries_of in parts:
-                for kg, entries in entries_of().items():
-                    if entries:
-                        out.setdefault(kg, {})[name] = (kind, entries)
-            return out
-
-        return supplier
+        Returns a supplier, to be called once on any thread, that builds the KeyedSnapshot of this
+        backend's key groups (key groups and states without entries are left out). Updates made
+        after snapshot_sync returns never show in what the supplier builds.
+        """
 
     def restore_keyed(self, snapshot: KeyedSnapshot) -> None:
-        """Load the key groups of `snapshot` this backend owns (either backend may have written it).
-
-        Operator-internal kinds (timers, panes) are left to their operators. May be called several times.
-        """
-        for kg, states in snapshot.items():
-            if kg not in self.key_group_range:
-                continue
-            for name, (kind, entries) in states.items():
-                if kind in INTERNAL_STATE_KINDS:
-                    continue
-                table = self._table(name, kind)
-                for key, ns, value in entries:
-                    table.put(kg, key, ns, value)
-
-    def snapshot(self) -> dict[int, bytes]:
-        """Canonical per-key-group snapshot; key groups without state are left out."""
-        out: dict[int, bytes] = {}
-        for kg in self.key_group_range:
-            states: dict[str, tuple[str, list[tuple[Any, Any, Any]]]] = {}
-            for name, table in self._tables.items():
-                entries = table.entries(kg)
-                if entries:
-                    states[name] = (table.kind, entries)
-            if states:
-                out[kg] = _dump({"format": SNAPSHOT_FORMAT, "states": states})
-        return out
-
-    def restore(self, snapshot: Mapping[int, bytes]) -> None:
         """Load the key groups of `snapshot` that this backend owns; others are ignored.
 
-        May be called several times (rescaling in merges the snapshots of several old subtasks).
+        Either backend may have written it. Entries of operator-internal kinds (timers, panes) are
+        left to their operators. May be called several times (rescaling merges the snapshots of
+        several old subtasks); an entry overwrites the same (state, key, namespace).
         """
-        for kg, data in snapshot.items():
-            if kg not in self.key_group_range:
-                continue
-            doc = pickle.loads(data)
-            if doc.get("format") != SNAPSHOT_FORMAT:
-                raise StateError(f"operator {self.operator_id}: unknown keyed state snapshot format {doc.get('format')!r}")
-            for name, (kind, entries) in doc["states"].items():
-                table = self._table(name, kind)
-                for key, ns, value in entries:
-                    table.put(kg, key, ns, value)
+        rng = self.key_group_range
+        with gc_paused():
+            for kg, states in snapshot.items():
+                if kg not in rng:
+                    continue
+                for name, (kind, entries) in states.items():
+                    if kind in _STATE_CLASSES and entries:
+                        self._table(name, kind).put_all(kg, entries)
 
     def dispose(self) -> None:
         """Release resources (files of the RocksDB backend)."""
@@ -475,7 +427,14 @@ class KeyedStateBackend(abc.ABC):
     close = dispose
 
 
-def _dump(obj: Any) -> bytes:
-    from runtime.state.serialization import dumps_value
-
-    return dumps_value(obj)
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Building or loading a million entries would trigger repeated collections over the whole live
+    heap, none of which can free anything (every new object is referenced): pause the collector."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

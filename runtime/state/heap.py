@@ -3,22 +3,57 @@
 Port of Flink's HeapKeyedStateBackend (StateTable -> one map per key group, so a snapshot or a
 rescale touches whole key groups). Layout: state name -> key group -> (key, namespace) -> value.
 Like Flink's heap backend, values are stored by reference (no copy on read or write).
+
+Snapshots copy on snapshot: the synchronous part copies each key group's dict (dict.copy, C speed)
+and, where the table holds values that can change in place, those values too (see `_pinned`);
+the supplier builds the entry tuples.
 """
 from __future__ import annotations
 
+import copy
+import operator
 from typing import Any, Callable, Iterator
 
-from runtime.core.keygroups import KeyGroupRange
 from runtime.api.datastream.state import StateKind
-from runtime.state.backend import KeyedStateBackend, StateTable, copy_if_mutable
+from runtime.core.checkpoint import KeyedSnapshot, snapshot_is_copy_on_write
+from runtime.core.keygroups import KeyGroupRange
+from runtime.state.backend import KeyedStateBackend, StateTable, gc_paused
+
+# values nothing can change in place: a snapshot may share them with the live state
+_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None), tuple, frozenset, range})
+_SHALLOW_COPY: dict[type, Callable[[Any], Any]] = {list: list.copy, dict: dict.copy, set: set.copy, bytearray: bytearray}
+
+
+def _copy_mutable(value: Any) -> Any:
+    return value if type(value) in _IMMUTABLE else copy.copy(value)
+
+
+def _pinned(m: dict[tuple[Any, Any], Any], fresh: bool = False) -> dict[tuple[Any, Any], Any]:
+    """`m` with its mutable values copied one level deep (`fresh`: `m` itself may be returned).
+
+    Why copy: list and map values are changed in place by this table (list_add, map_put,
+    map_put_all, map_remove), an AggregateFunction (or ReduceFunction) may change its accumulator
+    in place and return it, and user code may change a value object and update() it again.
+    Immutable values (numbers, strings, tuples...) are shared. The copy is shallow: an object
+    nested inside a value (a list inside a tuple) must be replaced, not changed in place, once it
+    is in state (Flink's rule for state objects).
+    """
+    types = set(map(type, m.values()))
+    if types <= _IMMUTABLE:
+        return m if fresh else m.copy()
+    copier = _SHALLOW_COPY.get(next(iter(types))) if len(types) == 1 else None
+    return dict(zip(m, map(copier or _copy_mutable, m.values())))
 
 
 class HeapStateTable(StateTable):
-    __slots__ = ("maps",)
+    __slots__ = ("maps", "mutable_values")
 
     def __init__(self, name: str, kind: str) -> None:
         super().__init__(name, kind)
         self.maps: dict[int, dict[tuple[Any, Any], Any]] = {}
+        # whether a value that can change in place was ever stored (then snapshots copy values);
+        # until then a snapshot is one dict.copy per key group (e.g. ValueState[int])
+        self.mutable_values = kind in (StateKind.LIST, StateKind.MAP)
 
     def get(self, kg: int, key: Any, ns: Any) -> Any:
         m = self.maps.get(kg)
@@ -29,6 +64,8 @@ class HeapStateTable(StateTable):
         if m is None:
             m = self.maps[kg] = {}
         m[(key, ns)] = value
+        if type(value) not in _IMMUTABLE:
+            self.mutable_values = True
 
     def remove(self, kg: int, key: Any, ns: Any) -> None:
         m = self.maps.get(kg)
@@ -63,26 +100,24 @@ class HeapStateTable(StateTable):
     def keys_and_namespaces(self) -> Iterator[tuple[Any, Any]]:
         return iter([kn for m in self.maps.values() for kn in m])
 
-    def entries(self, kg: int) -> list[tuple[Any, Any, Any]]:
-        m = self.maps.get(kg)
-        if not m:
-            return []
-        return [(k, ns, v) for (k, ns), v in m.items()]
+    def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
+        k0, k1, k2 = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+        loaded = dict(zip(zip(map(k0, entries), map(k1, entries)), map(k2, entries)))
+        # the values become live state, changed in place later: never share them with the snapshot
+        own = _pinned(loaded, fresh=True)
+        if own is not loaded:
+            self.mutable_values = True
+        self.maps.setdefault(kg, {}).update(own)
 
-    def snapshot_sync(self, key_groups: KeyGroupRange) -> Callable[[], dict[int, list[tuple[Any, Any, Any]]]]:
-        """Copy-on-snapshot at C speed: dict copies now, entries built later on the snapshot thread.
-
-        List and map values are changed in place by this table (list_add, map_put), and reducing /
-        aggregating accumulators may be changed in place by user functions, so those values are
-        copied too; value state follows Flink's rule (do not mutate an object after update()).
-        """
-        if self.kind in (StateKind.LIST, StateKind.MAP):
-            copies = {kg: {kn: (list(v) if type(v) is list else dict(v)) for kn, v in m.items()} for kg, m in self.maps.items() if m}
-        elif self.kind in (StateKind.REDUCING, StateKind.AGGREGATING):
-            copies = {kg: {kn: copy_if_mutable(v) for kn, v in m.items()} for kg, m in self.maps.items() if m}
+    def snapshot_sync(self) -> Callable[[], dict[int, list[tuple[Any, Any, Any]]]]:
+        """Pin every key group (see `_pinned`); the supplier builds {key group: entries}."""
+        if snapshot_is_copy_on_write():  # read in a forked child: its image is already the snapshot
+            pinned = {kg: m for kg, m in self.maps.items() if m}
+        elif self.mutable_values:
+            pinned = {kg: _pinned(m) for kg, m in self.maps.items() if m}
         else:
-            copies = {kg: m.copy() for kg, m in self.maps.items() if m}
-        return lambda: {kg: [(k, ns, v) for (k, ns), v in m.items()] for kg, m in copies.items()}
+            pinned = {kg: m.copy() for kg, m in self.maps.items() if m}
+        return lambda: {kg: [(k, ns, v) for (k, ns), v in m.items()] for kg, m in pinned.items()}
 
 
 class HashMapKeyedStateBackend(KeyedStateBackend):
@@ -95,3 +130,16 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
 
     def _create_table(self, name: str, kind: str) -> StateTable:
         return HeapStateTable(name, kind)
+
+    def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
+        parts = [(name, t.kind, t.snapshot_sync()) for name, t in self._tables.items()]  # type: ignore[attr-defined]
+
+        def supplier() -> KeyedSnapshot:
+            out: KeyedSnapshot = {}
+            with gc_paused():
+                for name, kind, entries_of in parts:
+                    for kg, entries in entries_of().items():
+                        out.setdefault(kg, {})[name] = (kind, entries)
+            return out
+
+        return supplier

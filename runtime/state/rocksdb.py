@@ -13,18 +13,20 @@ operator for lists; a sequence suffix gives the same cost without one). Values a
 """
 from __future__ import annotations
 
+import operator
 import os
+import pickle
 import shutil
 import struct
 import tempfile
 from typing import Any, Callable, Iterator, Mapping
 
-from rocksdict import Checkpoint, Options, Rdict, WriteBatch
+from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
 from runtime.api.datastream.state import StateKind
 from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.keygroups import KeyGroupRange
-from runtime.state.backend import KeyedStateBackend, StateError, StateTable
+from runtime.state.backend import KeyedStateBackend, StateError, StateTable, gc_paused
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_value
 
 _HDR = struct.Struct(">HH")
@@ -40,6 +42,35 @@ def _prefix_end(prefix: bytes) -> bytes:
         return b"\xff" * (len(prefix) + 1)
     p[-1] += 1
     return bytes(p)
+
+
+_TAG_INT, _TAG_STR = ord("i"), ord("s")
+_INT_UNPACK = struct.Struct(">q").unpack_from
+_LEN_UNPACK = struct.Struct(">I").unpack_from
+
+
+def _split_keys(raw_keys: list[bytes]) -> tuple[list[Any], list[Any]]:
+    """Keys and namespaces of value-like entries (header | enc(key) | enc(namespace)).
+
+    The common key types (int, str) are cut out with struct calls in comprehensions, and the few
+    distinct namespace encodings are decoded once each; other key types decode one by one.
+    """
+    tags = set(map(operator.itemgetter(4), raw_keys))
+    if tags == {_TAG_INT}:
+        keys = [_INT_UNPACK(k, 5)[0] for k in raw_keys]
+        rests = [k[13:] for k in raw_keys]
+    elif tags == {_TAG_STR}:
+        ends = [9 + _LEN_UNPACK(k, 5)[0] for k in raw_keys]
+        keys = [k[9:e].decode("utf-8") for k, e in zip(raw_keys, ends)]
+        rests = [k[e:] for k, e in zip(raw_keys, ends)]
+    else:
+        keys, rests = [], []
+        for k in raw_keys:
+            key, pos = decode_key(k, 4)
+            keys.append(key)
+            rests.append(k[pos:])
+    ns_of = {r: decode_key(r)[0] for r in set(rests)}
+    return keys, list(map(ns_of.__getitem__, rests))
 
 
 class _EncodeCache:
@@ -72,8 +103,8 @@ class RocksDBStateTable(StateTable):
     def _k(self, kg: int, key: Any, ns: Any) -> bytes:
         return _HDR.pack(kg, self._sid) + self._key_enc(key) + self._ns_enc(ns)
 
-    def _scan(self, prefix: bytes, source: Any = None) -> Iterator[tuple[bytes, bytes]]:
-        it = (source if source is not None else self._db).iter()
+    def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        it = self._db.iter()
         it.seek(prefix)
         n = len(prefix)
         while it.valid():
@@ -159,10 +190,10 @@ class RocksDBStateTable(StateTable):
         return self._map_items_raw(self._k(kg, key, ns))
 
     # iteration ---------------------------------------------------------------------------
-    def _iter_key_ns(self, kg: int, source: Any = None) -> Iterator[tuple[Any, Any, bytes, int, bytes]]:
+    def _iter_key_ns(self, kg: int) -> Iterator[tuple[Any, Any, bytes, int, bytes]]:
         """(key, namespace, full entry key, offset of the suffix, value bytes) of one key group."""
         prefix = _HDR.pack(kg, self._sid)
-        for k, v in self._scan(prefix, source):
+        for k, v in self._scan(prefix):
             key, pos = decode_key(k, 4)
             ns, pos = decode_key(k, pos)
             yield key, ns, k, pos, v
@@ -180,20 +211,51 @@ class RocksDBStateTable(StateTable):
     def keys(self, namespace: Any) -> Iterator[Any]:
         return iter([k for k, ns in self.keys_and_namespaces() if ns == namespace])
 
-    def entries(self, kg: int, source: Any = None) -> list[tuple[Any, Any, Any]]:
+    # checkpoints -----------------------------------------------------------------------------
+    def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
+        wb = WriteBatch(raw_mode=True)
+        k = self._k
+        if not self.multi:
+            for key, ns, value in entries:
+                wb.put(k(kg, key, ns), dumps_value(value))
+        else:
+            seq = self._b._next_seq
+            for key, ns, value in entries:
+                p = k(kg, key, ns)
+                wb.delete_range(p, _prefix_end(p))
+                if self.kind == StateKind.LIST:
+                    for v in value:
+                        wb.put(p + _SEQ.pack(seq()), dumps_value(v))
+                else:
+                    for uk, v in value.items():
+                        wb.put(p + encode_key(uk), dumps_value(v))
+        self._db.write(wb)
+
+    def read_entries(self, view: Rdict, kg: int) -> list[tuple[Any, Any, Any]]:
+        """All (key, namespace, canonical value) of one key group in `view` (a checkpoint)."""
+        prefix = _HDR.pack(kg, self._sid)
+        ro = ReadOptions()
+        ro.set_iterate_upper_bound(_prefix_end(prefix))
+        pairs = list(view.items(from_key=prefix, read_opt=ro))
+        if not pairs:
+            return []
+        if not self.multi:
+            raw_keys = [k for k, _ in pairs]
+            keys, nss = _split_keys(raw_keys)
+            return list(zip(keys, nss, map(pickle.loads, [v for _, v in pairs])))  # = loads_value
         out: list[tuple[Any, Any, Any]] = []
         cur_kn: Any = None
         cur_val: Any = None
-        for key, ns, k, pos, v in self._iter_key_ns(kg, source):
-            if not self.multi:
-                out.append((key, ns, loads_value(v)))
-                continue
+        is_list = self.kind == StateKind.LIST
+        for k, v in pairs:
+            key, pos = decode_key(k, 4)
+            ns, pos = decode_key(k, pos)
             if cur_kn is None or cur_kn != (key, ns):
                 if cur_kn is not None:
                     out.append((cur_kn[0], cur_kn[1], cur_val))
                 cur_kn = (key, ns)
-                cur_val = [] if self.kind == StateKind.LIST else {}
-            if self.kind == StateKind.LIST:
+                cur_val = [] if is_list else {}
+            if is_list:
                 cur_val.append(loads_value(v))
             else:
                 cur_val[decode_key(k, pos)[0]] = loads_value(v)
@@ -251,19 +313,19 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._seq += 1
         cp_dir = os.path.join(self._dir, f"snapshot-{self._seq}")
         Checkpoint(self._db).create_checkpoint(cp_dir)
-        tables = [(name, t.kind, t) for name, t in self._tables.items()]
+        tables: list[tuple[str, str, RocksDBStateTable]] = [(name, t.kind, t) for name, t in self._tables.items()]  # type: ignore[misc]
         rng = self.key_group_range
 
         def supplier() -> KeyedSnapshot:
-            opts = Options(raw_mode=True)
-            view = Rdict(cp_dir, opts)
+            view = Rdict(cp_dir, Options(raw_mode=True))
             try:
                 out: KeyedSnapshot = {}
-                for name, kind, table in tables:
-                    for kg in rng:
-                        entries = table.entries(kg, view)  # type: ignore[attr-defined]
-                        if entries:
-                            out.setdefault(kg, {})[name] = (kind, entries)
+                with gc_paused():
+                    for name, kind, table in tables:
+                        for kg in rng:
+                            entries = table.read_entries(view, kg)
+                            if entries:
+                                out.setdefault(kg, {})[name] = (kind, entries)
                 return out
             finally:
                 view.close()

@@ -5,20 +5,18 @@ kept in a priority queue and fired in timestamp order (ties: registration order)
 timers fire from `advance_watermark`; processing-time timers through one physical timer on the
 task's ProcessingTimeService for the earliest timer (its callback runs on the task thread).
 Before a timer fires, the keyed backend's current key is set to the timer's key.
-Timers belong to key groups and snapshot per key group, like keyed state.
+Timers belong to key groups and snapshot per key group, like keyed state: entries (key, namespace,
+timestamp) of kind "timer" under the state names "__timers__/<service>/event" and ".../processing".
 """
 from __future__ import annotations
 
 import heapq
-import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Protocol
 
+from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.records import MIN_TIMESTAMP
-from runtime.state.backend import KeyedStateBackend, StateError
-from runtime.state.serialization import dumps_value
-
-TIMER_SNAPSHOT_FORMAT = "millrace-timers-v1"
+from runtime.state.backend import TIMER_KIND, KeyedStateBackend, StateError
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +83,19 @@ class _TimerQueue:
     def __len__(self) -> int:
         return len(self.live)
 
-    def by_key_group(self) -> dict[int, list[tuple[int, Any, Any]]]:
-        out: dict[int, list[tuple[int, Any, Any]]] = {}
-        live = self.live
-        for ts, seq, kg, key, ns in sorted(self.heap, key=lambda e: (e[0], e[1])):
-            if live.get((key, ns, ts)) == seq:
-                out.setdefault(kg, []).append((ts, key, ns))
-        return out
+    def pin(self) -> Callable[[], dict[int, list[tuple[Any, Any, int]]]]:
+        """Copy the heap and the live set now (C speed); the supplier keeps the live timers of the
+        copy, in firing order, as {key group: [(key, namespace, timestamp)]}."""
+        heap, live = list(self.heap), self.live.copy()
+
+        def supplier() -> dict[int, list[tuple[Any, Any, int]]]:
+            out: dict[int, list[tuple[Any, Any, int]]] = {}
+            for ts, seq, kg, key, ns in sorted(heap):  # seq is unique: keys are never compared
+                if live.get((key, ns, ts)) == seq:
+                    out.setdefault(kg, []).append((key, ns, ts))
+            return out
+
+        return supplier
 
 
 class InternalTimerService:
@@ -197,60 +201,35 @@ class InternalTimerService:
         if fired and self._after_processing_timers is not None:
             self._after_processing_timers()
 
-    # snapshots ---------------------------------------------------------------------------
+    # checkpoints -------------------------------------------------------------------------
     def state_names(self) -> tuple[str, str]:
+        """The keyed-snapshot state names of this service's event-time and processing-time timers."""
         return (f"__timers__/{self.name}/event", f"__timers__/{self.name}/processing")
 
-    def snapshot_entries(self) -> dict[int, dict[str, tuple[str, list[tuple[Any, Any, Any]]]]]:
-        """Checkpoint contract: timers as keyed entries (key, namespace, timestamp) of kind "timer"."""
-        from runtime.state.backend import TIMER_KIND
+    def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
+        """Synchronous part: pin both queues; the supplier builds the timers' keyed entries."""
+        parts = list(zip(self.state_names(), (self._event.pin(), self._processing.pin())))
 
-        ev_name, pt_name = self.state_names()
-        out: dict[int, dict[str, tuple[str, list[tuple[Any, Any, Any]]]]] = {}
-        for name, queue in ((ev_name, self._event), (pt_name, self._processing)):
-            for kg, timers in queue.by_key_group().items():
-                out.setdefault(kg, {})[name] = (TIMER_KIND, [(key, ns, ts) for ts, key, ns in timers])
-        return out
+        def supplier() -> KeyedSnapshot:
+            out: KeyedSnapshot = {}
+            for name, timers_of in parts:
+                for kg, entries in timers_of().items():
+                    out.setdefault(kg, {})[name] = (TIMER_KIND, entries)
+            return out
 
-    def restore_entries(self, snapshot: Mapping[int, Mapping[str, tuple[str, list[tuple[Any, Any, Any]]]]]) -> None:
-        """Re-register this service's timers of the key groups this subtask owns."""
-        ev_name, pt_name = self.state_names()
+        return supplier
+
+    def restore_keyed(self, snapshot: KeyedSnapshot) -> None:
+        """Re-register this service's timers of the key groups this subtask owns (others are ignored);
+        processing-time timers are armed again on the ProcessingTimeService."""
         rng = self._backend.key_group_range
-        for kg in sorted(snapshot):
-            if kg not in rng:
-                continue
-            states = snapshot[kg]
-            for key, ns, ts in states.get(ev_name, ("", []))[1]:
-                self._event.add(kg, key, ns, ts)
-            for key, ns, ts in states.get(pt_name, ("", []))[1]:
-                self._processing.add(kg, key, ns, ts)
-        nxt = self._processing.peek_ts()
-        if nxt is not None:
-            self._ensure_physical_timer(nxt)
-
-    def snapshot(self) -> dict[int, bytes]:
-        ev = self._event.by_key_group()
-        pt = self._processing.by_key_group()
-        out: dict[int, bytes] = {}
-        for kg in sorted(set(ev) | set(pt)):
-            out[kg] = dumps_value(
-                {"format": TIMER_SNAPSHOT_FORMAT, "event": ev.get(kg, []), "processing": pt.get(kg, [])}
-            )
-        return out
-
-    def restore(self, snapshot: Mapping[int, bytes]) -> None:
-        """Re-register the timers of the key groups this subtask owns."""
-        rng = self._backend.key_group_range
-        for kg in sorted(snapshot):
-            if kg not in rng:
-                continue
-            doc = pickle.loads(snapshot[kg])
-            if doc.get("format") != TIMER_SNAPSHOT_FORMAT:
-                raise StateError(f"timer service {self.name!r}: unknown snapshot format {doc.get('format')!r}")
-            for ts, key, ns in doc["event"]:
-                self._event.add(kg, key, ns, ts)
-            for ts, key, ns in doc["processing"]:
-                self._processing.add(kg, key, ns, ts)
+        for name, queue in zip(self.state_names(), (self._event, self._processing)):
+            for kg, states in snapshot.items():
+                entry = states.get(name)
+                if entry is None or kg not in rng:
+                    continue
+                for key, ns, ts in entry[1]:
+                    queue.add(kg, key, ns, int(ts))
         nxt = self._processing.peek_ts()
         if nxt is not None:
             self._ensure_physical_timer(nxt)

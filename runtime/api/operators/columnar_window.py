@@ -17,6 +17,8 @@ fires once per late element).
 """
 from __future__ import annotations
 
+import itertools
+import operator
 
 import numpy as np
 
@@ -33,7 +35,7 @@ from runtime.core.errors import InvalidProgramError, MillraceError
 from runtime.core.keygroups import assign_to_key_groups, stable_hash
 from runtime.core.records import ColumnBatch, RecordBatch, Watermark
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
-from runtime.state.backend import PANE_KIND
+from runtime.state.backend import PANE_KIND, gc_paused
 
 PANE_STATE = "__window_panes__"
 _COMPACT_AFTER_CHUNKS = 16  # bounds memory and final-combine cost per pane
@@ -288,7 +290,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
     def pending_windows(self) -> list[int]:
         return sorted(self._panes)
 
-    # snapshot seam -----------------------------------------------------------------------------
+    # checkpoints (runtime.core.checkpoint) -----------------------------------------------------
     def _key_groups(self, keys: np.ndarray) -> np.ndarray:
         assert self.ctx is not None
         mp = self.ctx.max_parallelism
@@ -297,52 +299,51 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         return np.fromiter((stable_hash(k) % mp for k in keys.tolist()), dtype=np.int64, count=len(keys))
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        """Pending partials as keyed entries: (key, window start, (partial..., fired)) of kind "pane".
+        """Pending partials as keyed entries of kind "pane": (key, window start, ((partial, ...), fired)).
 
-        Synchronous part: consolidate each pane (numpy; the arrays are never changed in place
-        afterwards); the per-key entries are built later on the snapshot thread.
+        Synchronous part: consolidate each pane (numpy; its arrays are never changed in place
+        afterwards, so holding them pins them). The supplier builds the entries of a window with
+        one sort by key group and one tolist() per column, then cuts them into key groups.
         """
         panes = [(w, *pane.consolidate(self.aggregate), pane.fired) for w, pane in self._panes.items()]
+        key_groups = self._key_groups
 
         def keyed() -> KeyedSnapshot:
             out: KeyedSnapshot = {}
-            for w, keys, parts, fired in panes:
-                kgs = self._key_groups(keys)
-                order, starts, ukg = _group(kgs)
-                ends = np.append(starts[1:], len(kgs))
-                for g, s0, e0 in zip(ukg.tolist(), starts.tolist(), ends.tolist()):
-                    sel = order[s0:e0]
-                    values = zip(*(p[sel].tolist() for p in parts))
-                    entries = [(k, w, (v, fired)) for k, v in zip(keys[sel].tolist(), values)]
-                    states = out.setdefault(g, {})
-                    states.setdefault(PANE_STATE, (PANE_KIND, []))[1].extend(entries)
+            with gc_paused():
+                for w, keys, parts, fired in panes:
+                    if not len(keys):
+                        continue
+                    kgs = key_groups(keys)
+                    order = np.argsort(kgs, kind="stable")
+                    skg = kgs[order]
+                    cuts = (np.flatnonzero(skg[1:] != skg[:-1]) + 1).tolist()
+                    values = zip(*(p[order].tolist() for p in parts))
+                    entries = [(k, w, (v, fired)) for k, v in zip(keys[order].tolist(), values)]
+                    for g, s0, e0 in zip(skg[[0, *cuts]].tolist(), [0, *cuts], [*cuts, len(entries)]):
+                        out.setdefault(g, {}).setdefault(PANE_STATE, (PANE_KIND, []))[1].extend(entries[s0:e0])
             return out
 
         return OperatorSnapshot(keyed=keyed)
 
     def initialize_state(self, context: StateInitializationContext) -> None:
-        """Take the panes of this subtask's key groups (after setup, before open)."""
+        """Take the panes of this subtask's key groups (after setup, before open); others are ignored."""
         assert self.ctx is not None
         rng = self.ctx.key_group_range
-        by_window: dict[int, tuple[list, list, bool]] = {}
-        for kg, states in context.keyed.items():
-            if kg not in rng or PANE_STATE not in states:
-                continue
-            for key, w, (values, fired) in states[PANE_STATE][1]:
-                keys, vals, was_fired = by_window.setdefault(w, ([], [], False))
-                keys.append(key)
-                vals.append(values)
-                if fired and not was_fired:
-                    by_window[w] = (keys, vals, True)
-        for w, (keys, vals, fired) in sorted(by_window.items()):
-            pane = self._panes.get(w)
-            if pane is None:
-                pane = self._panes[w] = _Pane()
-                if not self.event_time:
-                    self._register_processing_timer(w + self.size - 1)
-            parts = [np.asarray(col) for col in zip(*vals)]
-            pane.add(np.asarray(keys), parts)
-            pane.fired = pane.fired or fired
+        k0, k1, k2 = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+        with gc_paused():
+            entries = [e for kg, states in context.keyed.items() if kg in rng and PANE_STATE in states for e in states[PANE_STATE][1]]
+            entries.sort(key=k1)
+            for w, group in itertools.groupby(entries, key=k1):
+                rows = list(group)
+                state = list(map(k2, rows))  # ((partial, ...), fired)
+                pane = self._panes.get(w)
+                if pane is None:
+                    pane = self._panes[w] = _Pane()
+                    if not self.event_time:
+                        self._register_processing_timer(w + self.size - 1)
+                pane.add(np.asarray(list(map(k0, rows))), [np.asarray(col) for col in zip(*map(k0, state))])
+                pane.fired = pane.fired or any(map(k1, state))
 
 
 __all__ = ["ColumnarWindowAggregateOperator"]

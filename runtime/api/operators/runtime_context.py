@@ -21,6 +21,7 @@ from runtime.core.records import ObjectBatch, RecordBatch, Watermark
 from runtime.api.operators.base import OperatorContext, StreamOperator
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
+from runtime.state.backend import TIMER_KIND
 from runtime.state.timers import InternalTimerService, Triggerable
 
 STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
@@ -112,7 +113,8 @@ class AbstractKeyedOperator(StreamOperator):
         self._timer_services: dict[str, InternalTimerService] = {}
         self._out_values: list[Any] = []
         self._out_ts: list[int | None] = []
-        self._restored: KeyedSnapshot | None = None  # restored timers, for services created after restore
+        # restored timers of services not created yet (they usually are in open(), after the restore)
+        self._restored_timers: KeyedSnapshot = {}
 
     # lifecycle ---------------------------------------------------------------------------
     def setup(self, ctx: OperatorContext) -> None:
@@ -141,8 +143,11 @@ class AbstractKeyedOperator(StreamOperator):
                 name, self.keyed_state_backend, self.ctx.processing_time_service, triggerable, self.flush_output
             )
             self._timer_services[name] = svc
-            if self._restored is not None:
-                svc.restore_entries(self._restored)
+            if self._restored_timers:
+                svc.restore_keyed(self._restored_timers)
+                for states in self._restored_timers.values():
+                    for state_name in svc.state_names():
+                        states.pop(state_name, None)
         return svc
 
     # keys --------------------------------------------------------------------------------
@@ -201,28 +206,35 @@ class AbstractKeyedOperator(StreamOperator):
 
     # state and checkpoints -----------------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        """Keyed state (pinned now, serialised later) and timers of this subtask, per key group."""
+        """Keyed state and timers of this subtask: pinned now, entries built by the supplier."""
         assert self.keyed_state_backend is not None
-        state = self.keyed_state_backend.snapshot_sync()
-        timers = [svc.snapshot_entries() for svc in self._timer_services.values()]
+        parts = [self.keyed_state_backend.snapshot_sync()] + [svc.snapshot_sync() for svc in self._timer_services.values()]
 
         def keyed() -> KeyedSnapshot:
-            out = state()
-            for per_kg in timers:
-                for kg, states in per_kg.items():
+            out = parts[0]()
+            for timers in parts[1:]:
+                for kg, states in timers().items():
                     out.setdefault(kg, {}).update(states)
             return out
 
         return OperatorSnapshot(keyed=keyed)
 
     def initialize_state(self, context: StateInitializationContext) -> None:
-        """Restore the key groups this subtask owns (after setup, before open)."""
+        """Restore keyed state and timers of the key groups this subtask owns (after setup, before open).
+
+        Other key groups are ignored. Timers of services created later (in open) are kept until then.
+        """
         assert self.keyed_state_backend is not None and self.ctx is not None
-        if not context.keyed:
-            return
         rng = self.ctx.key_group_range
         mine = {kg: states for kg, states in context.keyed.items() if kg in rng}
-        self._restored = {**(self._restored or {}), **mine}
+        if not mine:
+            return
         self.keyed_state_backend.restore_keyed(mine)
+        taken: set[str] = set()
         for svc in self._timer_services.values():
-            svc.restore_entries(mine)
+            svc.restore_keyed(mine)
+            taken.update(svc.state_names())
+        for kg, states in mine.items():
+            timers = {n: e for n, e in states.items() if e[0] == TIMER_KIND and n not in taken}
+            if timers:
+                self._restored_timers.setdefault(kg, {}).update(timers)

@@ -188,19 +188,24 @@ def test_snapshot_restore_round_trip_and_rescale(src_kind, dst_kind):
     src = create_keyed_state_backend(src_kind, FULL, 128, "src")
     _fill(src, keys)
     expected = _dump(src, keys)
-    snap = src.snapshot()
-    assert all(0 <= kg < 128 for kg in snap) and all(isinstance(v, bytes) for v in snap.values())
+    snap = src.snapshot_sync()()
     assert set(snap) == {assign_to_key_group(k, 128) for k in keys}
+    kinds = {name: kind for states in snap.values() for name, (kind, _) in states.items()}
+    assert kinds == {"v": "value", "l": "list", "m": "map", "r": "reducing"}
+    # canonical values: list state as a list, map state as a dict, whichever backend wrote them
+    kg = assign_to_key_group("key-0", 128)
+    assert ("key-0", TimeWindow(0, 10), ["key-0", "key-0"]) in snap[kg]["l"][1]
+    assert ("key-0", None, {"a": "key-0", "b": ["key-0"]}) in snap[kg]["m"][1]
 
     same = create_keyed_state_backend(dst_kind, FULL, 128, "same")
-    same.restore(snap)
+    same.restore_keyed(snap)
     assert _dump(same, keys) == expected
 
     # rescale to 2 subtasks: each takes only its key groups
     lo = create_keyed_state_backend(dst_kind, KeyGroupRange(0, 63), 128, "lo")
     hi = create_keyed_state_backend(dst_kind, KeyGroupRange(64, 127), 128, "hi")
-    lo.restore(snap)
-    hi.restore(snap)
+    lo.restore_keyed(snap)
+    hi.restore_keyed(snap)
     lo_keys = [k for k in keys if assign_to_key_group(k, 128) <= 63]
     hi_keys = [k for k in keys if assign_to_key_group(k, 128) > 63]
     assert lo_keys and hi_keys
@@ -208,12 +213,12 @@ def test_snapshot_restore_round_trip_and_rescale(src_kind, dst_kind):
     assert sorted(map(str, hi.get_keys("v"))) == sorted(map(str, hi_keys))
     assert _dump(lo, lo_keys) == {k: expected[k] for k in lo_keys}
     assert _dump(hi, hi_keys) == {k: expected[k] for k in hi_keys}
-    assert set(lo.snapshot()) | set(hi.snapshot()) == set(snap)
+    assert set(lo.snapshot_sync()()) | set(hi.snapshot_sync()()) == set(snap)
 
     # and back to one subtask from both halves
     merged = create_keyed_state_backend(src_kind, FULL, 128, "merged")
-    merged.restore(lo.snapshot())
-    merged.restore(hi.snapshot())
+    merged.restore_keyed(lo.snapshot_sync()())
+    merged.restore_keyed(hi.snapshot_sync()())
     assert _dump(merged, keys) == expected
     for b in (src, same, lo, hi, merged):
         b.dispose()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 
@@ -15,6 +16,8 @@ from runtime.api.datastream.state import (
 )
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
 from runtime.state import create_keyed_state_backend
+
+pytestmark = pytest.mark.unit
 
 BACKENDS = ["hashmap", "rocksdb"]
 
@@ -124,10 +127,84 @@ def test_timers_round_trip_as_keyed_entries():
     for k in range(20):
         b.set_current_key(k)
         svc.register_event_time_timer(None, 100 + k)
-    entries = svc.snapshot_entries()
+    entries = svc.snapshot_sync()()
     b2 = create_keyed_state_backend("hashmap", KeyGroupRange(0, 127), 128, "t2")
     t2 = T()
     svc2 = InternalTimerService("w", b2, PTS(), t2)
-    svc2.restore_entries(entries)
+    svc2.restore_keyed(entries)
     svc2.advance_watermark(1000)
     assert sorted(t2.fired) == [(k, 100 + k) for k in range(20)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_value_objects_changed_in_place_after_the_snapshot_do_not_reach_it(kind):
+    """The Python habit `v = state.value(); v.append(x); state.update(v)`: the heap backend copies such values."""
+    b = create_keyed_state_backend(kind, KeyGroupRange(0, 127), 128, "mut")
+    v = b.get_partitioned_state(ValueStateDescriptor("v"))
+    for k in range(50):
+        b.set_current_key(k)
+        v.update([k])
+    supplier = b.snapshot_sync()
+    for k in range(50):
+        b.set_current_key(k)
+        cur = v.value()
+        cur.append(-1)
+        v.update(cur)
+    snap = supplier()
+    assert sorted(e[2] for states in snap.values() for e in states["v"][1]) == [[k] for k in range(50)]
+    b.dispose()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_restored_state_does_not_share_values_with_the_snapshot(kind):
+    src = create_keyed_state_backend("hashmap", KeyGroupRange(0, 127), 128, "src")
+    fill(src, range(30))
+    snapshot = src.snapshot_sync()()
+    expected = copy.deepcopy(snapshot)
+    a = create_keyed_state_backend(kind, KeyGroupRange(0, 127), 128, "a")
+    a.restore_keyed(snapshot)
+    fill(a, range(30), offset=5)  # list_add / map_put in place on the restored values
+    assert snapshot == expected
+    b = create_keyed_state_backend(kind, KeyGroupRange(0, 127), 128, "b")
+    b.restore_keyed(snapshot)
+    assert read(b, range(30)) == read(src, range(30))
+    for x in (src, a, b):
+        x.dispose()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_restore_ignores_foreign_key_groups_and_operator_internal_kinds(kind):
+    b = create_keyed_state_backend(kind, KeyGroupRange(0, 63), 128, "r")
+    key = next(k for k in range(100) if assign_to_key_group(k, 128) <= 63)
+    foreign = next(k for k in range(100) if assign_to_key_group(k, 128) > 63)
+    b.restore_keyed(
+        {
+            assign_to_key_group(key, 128): {
+                "v": ("value", [(key, None, 1)]),
+                "__timers__/t/event": ("timer", [(key, None, 5)]),
+                "__window_panes__": ("pane", [(key, 0, ((1,), False))]),
+            },
+            assign_to_key_group(foreign, 128): {"v": ("value", [(foreign, None, 2)])},
+        }
+    )
+    assert b.registered_state_names() == ["v"]
+    assert list(b.get_keys("v")) == [key]
+    b.dispose()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_snapshots_of_an_empty_backend_and_overlapping_snapshots(kind):
+    b = create_keyed_state_backend(kind, KeyGroupRange(0, 127), 128, "e")
+    assert b.snapshot_sync()() == {}
+    v = b.get_partitioned_state(ValueStateDescriptor("v"))
+    b.set_current_key("k")
+    v.update(1)
+    first = b.snapshot_sync()
+    v.update(2)
+    second = b.snapshot_sync()  # two checkpoints in flight: each sees its own state
+    v.update(3)
+    assert [e[2] for states in second().values() for e in states["v"][1]] == [2]
+    assert [e[2] for states in first().values() for e in states["v"][1]] == [1]
+    if kind == "rocksdb":  # the suppliers removed their native checkpoints
+        assert [p for p in os.listdir(b.path) if p.startswith("snapshot-")] == []  # type: ignore[attr-defined]
+    b.dispose()

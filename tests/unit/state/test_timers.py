@@ -91,9 +91,13 @@ def test_snapshot_restore_takes_own_key_groups():
         b.set_current_key(k)
         svc.register_event_time_timer(None, 100 + k)
         svc.register_processing_time_timer("w", 1000 + k)
-    snap = svc.snapshot()
+    snap = svc.snapshot_sync()()
+    kg = assign_to_key_group(3, 128)
+    assert snap[kg]["__timers__/timers/event"][0] == "timer" and (3, None, 103) in snap[kg]["__timers__/timers/event"][1]
+    assert (3, "w", 1003) in snap[kg]["__timers__/timers/processing"][1]
     b2, pts2, rec2, svc2, _ = make(KeyGroupRange(0, 63))
-    svc2.restore(snap)
+    svc2.restore_keyed(snap)
+    assert pts2.pending == 1  # processing-time timers are armed again
     mine = [k for k in keys if assign_to_key_group(k, 128) <= 63]
     assert svc2.num_event_time_timers() == len(mine) and svc2.num_processing_time_timers() == len(mine)
     svc2.advance_watermark(10_000)
