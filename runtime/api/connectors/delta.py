@@ -173,6 +173,9 @@ class DeltaSinkWriter(StreamOperator):
         self._base = ""
         self._token = uuid.uuid4().hex[:16]
         self._handed_over = 0  # files in self._written[:n] belong to checkpoints: never delete them here
+        # checkpoint id -> files handed to it whose commit this writer has not heard of: an aborted
+        # checkpoint's files go again with the next one and with the tail (Flink's committer does the same)
+        self._pending: dict[int, list[dict[str, Any]]] = {}
 
     def open(self) -> None:
         self._fs, self._base = _filesystem(self.sink.path)
@@ -261,7 +264,7 @@ class DeltaSinkWriter(StreamOperator):
             self._roll(key)
         assert self.ctx is not None
         self.ctx.event_gateway.send_event_to_coordinator(
-            {"type": "delta_files", "files": list(self._done), "schema": self._schema}
+            {"type": "delta_files", "files": self._uncommitted() + list(self._done), "schema": self._schema}
         )
         self._reported = True
 
@@ -269,9 +272,17 @@ class DeltaSinkWriter(StreamOperator):
         """Pre-commit: roll every open file; the files since the last checkpoint become its committables."""
         for key in list(self._open):
             self._roll(key)
-        files, self._done = self._done, []
+        self._pending[checkpoint_id], self._done = self._done, []
         self._handed_over = len(self._written)
+        files = self._uncommitted()
         return OperatorSnapshot(committables=[{"files": files, "schema": self._schema}] if files else [])
+
+    def _uncommitted(self) -> list[dict[str, Any]]:
+        return [f for _, fs in sorted(self._pending.items()) for f in fs]
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for cid in [c for c in self._pending if c <= checkpoint_id]:
+            del self._pending[cid]
 
     def end_input(self, input_index: int = 0) -> None:
         self._report()
@@ -315,6 +326,9 @@ class DeltaSinkCoordinator:
         self._keep_files = False  # the commit's outcome is unknown: never delete what it may reference
         self._last_checkpoint: int | None = None  # newest checkpoint committed or restored
         self._any_commit = False  # overwrite applies to the first commit only
+        # paths this sink committed (or, after a restore, that the table references): a writer offers
+        # a file again until it hears its checkpoint completed, so a file may arrive twice
+        self._committed_paths: set[str] = set()
         self.checkpoint_commits = 0
         self.version: int | None = None
 
@@ -379,7 +393,17 @@ class DeltaSinkCoordinator:
             raise
         self._any_commit = True
         self.version = result.version
+        self._committed_paths.update(f["path"] for f in files)
         return result
+
+    def _not_committed(self, files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        seen: set[str] = set()
+        out = []
+        for f in files:
+            if f["path"] not in self._committed_paths and f["path"] not in seen:
+                seen.add(f["path"])
+                out.append(f)
+        return out
 
     def _flatten(self, committables: list[Any]) -> list[dict[str, Any]]:
         files: list[dict[str, Any]] = []
@@ -392,7 +416,7 @@ class DeltaSinkCoordinator:
     # --- checkpoints (two-phase commit) ---------------------------------------------------------
     def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None:
         """Checkpoint n is durable: commit every file it holds in one transaction (version n)."""
-        files = self._flatten(committables)
+        files = self._not_committed(self._flatten(committables))
         self._check_schemas()
         hook = type(self).before_commit  # through the class: a plain function, not a bound method
         if hook is not None:
@@ -406,10 +430,11 @@ class DeltaSinkCoordinator:
 
     def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any], subtasks: set[int] | None = None) -> None:
         """Restart of `subtasks` (None: all) from checkpoint n: commit n if it never was; delete their orphans."""
-        from runtime.storage.delta_commit import committed_version
+        from runtime.storage.delta_commit import committed_version, referenced_files
 
+        self._committed_paths |= referenced_files(self.sink.path, self.sink.storage_options)
         if checkpoint_id is not None:
-            files = self._flatten(committables)
+            files = self._not_committed(self._flatten(committables))
             if files:
                 self._check_schemas()
                 result = self._commit(files, checkpoint_id)  # skipped when (app id, n) is in the log already
@@ -459,7 +484,7 @@ class DeltaSinkCoordinator:
                 f"subtask(s) {missing}; nothing committed"
             )
         self._check_schemas()
-        files = [f for _, (_, fs) in sorted(self._files.items()) for f in fs]
+        files = self._not_committed([f for _, (_, fs) in sorted(self._files.items()) for f in fs])
         from runtime.storage.delta_commit import table_schema  # only storage/ touches deltalake
 
         version = self.sink.app_version if self._last_checkpoint is None else self._last_checkpoint + 1
@@ -508,6 +533,7 @@ class DeltaSinkCoordinator:
         self._superseded = []
 
     def _delete(self, files: list[dict[str, Any]]) -> None:
+        files = [f for f in files if f["path"] not in self._committed_paths]  # never a committed file
         if not files:
             return
         fs, base = _filesystem(self.sink.path)

@@ -148,3 +148,53 @@ def test_sink_validation(tmp_path):
     open_operator(w, gateway=FakeEventGateway(coordinator=DeltaSinkCoordinator(sink, "j", "s", 1)))
     with pytest.raises(InvalidProgramError, match="named Rows or dicts"):
         w.process_batch(obj([1, 2]))
+
+
+def _ids(path: str) -> list[int]:
+    return sorted(r["id"] for r in _read(path))
+
+
+def test_files_of_an_aborted_checkpoint_go_with_the_next_one_and_nothing_is_committed_twice(tmp_path):
+    import cloudpickle
+
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    w = sink.create_writer()
+    open_operator(w, gateway=FakeEventGateway(coordinator=coord))
+    w.process_batch(obj([{"id": 1}, {"id": 2}]))
+    c1 = w.snapshot_state(1).committables  # checkpoint 1 is aborted: never committed
+    w.process_batch(obj([{"id": 3}]))
+    c2 = w.snapshot_state(2).committables  # carries checkpoint 1's files too
+    assert sum(len(c["files"]) for c in c2) == 2
+    coord.notify_checkpoint_complete(2, [cloudpickle.loads(cloudpickle.dumps(c2))])
+    assert _ids(path) == [1, 2, 3]
+    # the writer did not hear of checkpoint 2 yet: checkpoint 3 offers its files again; never added twice
+    w.process_batch(obj([{"id": 4}]))
+    c3 = w.snapshot_state(3).committables
+    coord.notify_checkpoint_complete(3, [c3])
+    assert _ids(path) == [1, 2, 3, 4]
+    w.notify_checkpoint_complete(3)
+    w.process_batch(obj([{"id": 5}]))
+    w.end_input()  # the tail: only what no checkpoint holds
+    coord.on_job_finished()
+    coord.close()
+    assert _ids(path) == [1, 2, 3, 4, 5]
+    assert c1 and all(os.path.exists(os.path.join(path, f["path"])) for c in c3 for f in c["files"])
+
+
+def test_a_restore_never_commits_a_file_the_table_already_has(tmp_path):
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    w = sink.create_writer()
+    open_operator(w, gateway=FakeEventGateway(coordinator=coord))
+    w.process_batch(obj([{"id": 1}]))
+    c1 = w.snapshot_state(1).committables
+    coord.notify_checkpoint_complete(1, [c1])
+    w.process_batch(obj([{"id": 2}]))
+    c2 = w.snapshot_state(2).committables  # includes checkpoint 1's file (no notification yet)
+    # the JobManager fails over after checkpoint 2 completed but before its sink commit: a new coordinator restores
+    fresh = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    fresh.reset_to_checkpoint(2, [c2], None)
+    assert _ids(path) == [1, 2]
