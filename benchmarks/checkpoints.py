@@ -5,8 +5,11 @@ The job: a generator of --events records (key = i % keys, value = 1), key_by(key
 backend runs twice side by side in this process on the same warm cluster: without checkpoints
 (the baseline) and with a checkpoint every --interval-ms. Prints one JSON line per backend:
 
-    {"backend", "keys", "checkpoint_s", "state_bytes", "events_per_s_without", "events_per_s_with", "cost_pct",
-     "checkpoints", "sync_part": ...}
+    {"backend", "snapshot_mode", "keys", "checkpoint_s", "state_bytes", "events_per_s_without", "events_per_s_with",
+     "cost_pct", "checkpoints"}
+
+state.snapshot.async-mode: "fork" writes the state file in a forked child (copy-on-write image,
+its own core), "thread" on a thread of the TaskManager (sharing its GIL); both are measured.
 
 checkpoint_s is the median end-to-end duration of the completed checkpoints once every key is in
 state (trigger -> committed to Delta); state_bytes the size of the latest one.
@@ -39,9 +42,10 @@ class KeyOf:
         return (i % self.keys, 1)
 
 
-def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms: int, checkpoint_dir: str) -> dict[str, Any]:
+def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms: int, checkpoint_dir: str, mode: str = "fork") -> dict[str, Any]:
     conf = Configuration()
     conf.set_string("state.backend.type", backend)
+    conf.set_string("state.snapshot.async-mode", mode)
     conf.set_string("state.checkpoints.dir", checkpoint_dir)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
@@ -74,6 +78,8 @@ def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms:
         out["checkpoints"] = len(done)
         out["checkpoint_s"] = round(statistics.median(e["end_to_end_duration"] for e in full) / 1000, 3) if full else None
         out["state_bytes"] = done[-1]["state_size"] if done else 0
+        for part in ("sync", "async", "alignment"):
+            out[f"{part}_s"] = round(statistics.median(e[f"max_{part}_duration"] for e in full) / 1000, 3) if full else None
     return out
 
 
@@ -83,6 +89,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=3_000_000)
     parser.add_argument("--interval-ms", type=int, default=2000)
     parser.add_argument("--backends", default="hashmap,rocksdb")
+    parser.add_argument("--modes", default="fork,thread", help="state.snapshot.async-mode values to compare")
     parser.add_argument("--provider", choices=["local", "spark"], default="local")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -94,18 +101,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING"), spark=spark) as cluster:
         for backend in args.backends.split(","):
             without = run(cluster, backend, args.keys, args.events, 0, tmp)
-            with_cp = run(cluster, backend, args.keys, args.events, args.interval_ms, tmp)
-            row = {
-                "backend": backend,
-                "keys": args.keys,
-                "checkpoint_s": with_cp.get("checkpoint_s"),
-                "state_bytes": with_cp.get("state_bytes"),
-                "events_per_s_without": round(without["events_per_s"]),
-                "events_per_s_with": round(with_cp["events_per_s"]),
-                "cost_pct": round((1 - with_cp["events_per_s"] / without["events_per_s"]) * 100, 1),
-                "checkpoints": with_cp.get("checkpoints"),
-            }
-            print(json.dumps(row), flush=True)
+            for mode in args.modes.split(","):
+                with_cp = run(cluster, backend, args.keys, args.events, args.interval_ms, tmp, mode)
+                row = {
+                    "backend": backend,
+                    "snapshot_mode": mode,
+                    "keys": args.keys,
+                    "checkpoint_s": with_cp.get("checkpoint_s"),
+                    "state_bytes": with_cp.get("state_bytes"),
+                    "events_per_s_without": round(without["events_per_s"]),
+                    "events_per_s_with": round(with_cp["events_per_s"]),
+                    "cost_pct": round((1 - with_cp["events_per_s"] / without["events_per_s"]) * 100, 1),
+                    "checkpoints": with_cp.get("checkpoints"),
+                    "sync_s": with_cp.get("sync_s"),
+                    "async_s": with_cp.get("async_s"),
+                    "alignment_s": with_cp.get("alignment_s"),
+                }
+                print(json.dumps(row), flush=True)
     if spark is not None:
         spark.stop()
 

@@ -15,9 +15,11 @@ ones (e.g. "timer", "pane"). This is the layout of the checkpoint Delta table, s
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Callable, Iterator, Union
 
 # state name -> (kind, [(key, namespace, value), ...])
 KeyGroupState = dict[str, tuple[str, list[tuple[Any, Any, Any]]]]
@@ -74,6 +76,24 @@ class StateInitializationContext:
     @property
     def is_restored(self) -> bool:
         return self.restored_checkpoint_id is not None
+
+
+_copy_on_write = contextvars.ContextVar("millrace_snapshot_copy_on_write", default=False)
+
+
+@contextlib.contextmanager
+def copy_on_write_snapshot() -> Iterator[None]:
+    """The task forks right after `snapshot_state`: the child's image is the snapshot, so state
+    backends need not pin (copy) anything in the synchronous part; suppliers may read live state."""
+    token = _copy_on_write.set(True)
+    try:
+        yield
+    finally:
+        _copy_on_write.reset(token)
+
+
+def snapshot_is_copy_on_write() -> bool:
+    return _copy_on_write.get()
 
 
 def operator_state_id(uid: str | None, node_id: int) -> str:

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import gc
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +14,15 @@ from typing import Any, Callable
 import cloudpickle
 
 from runtime.api.operators.base import InputStatus, TaskMetrics
-from runtime.core.checkpoint import CHECKPOINT_MODE_KEY, CheckpointBarrier, CheckpointingMode, OperatorSnapshot, StateInitializationContext, operator_state_id
+from runtime.core.checkpoint import (
+    CHECKPOINT_MODE_KEY,
+    CheckpointBarrier,
+    CheckpointingMode,
+    OperatorSnapshot,
+    StateInitializationContext,
+    copy_on_write_snapshot,
+    operator_state_id,
+)
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.taskmanager.user_code import load_user_code
 from runtime.core.errors import MillraceError
@@ -25,6 +36,7 @@ from runtime.rpc.messages import (
     DeclineCheckpoint,
     ErrorInfo,
     OperatorEventMessage,
+    StateFileHandle,
     TaskExecutionStateUpdate,
     TaskMetricsSnapshot,
     TaskStateSnapshot,
@@ -38,6 +50,7 @@ from runtime.taskmanager.operator_chain import OperatorChain
 log = logging.getLogger(__name__)
 
 _POLL_CAP_S = 0.05
+SNAPSHOT_ASYNC_MODE_KEY = "state.snapshot.async-mode"
 
 
 class TaskCanceledError(MillraceError):
@@ -448,19 +461,97 @@ class Task:
             return
         t0 = time.monotonic()
         snapshots: dict[str, OperatorSnapshot] = {}
-        for spec in self.tdd.operators:
-            snap = chain._guard(spec.name, chain.operator(spec.node_id).snapshot_state, barrier.checkpoint_id)
-            if snap is not None:
-                snapshots[operator_state_id(spec.uid, spec.node_id)] = snap
+        fork = self._fork_snapshots
+        with copy_on_write_snapshot() if fork else contextlib.nullcontext():
+            for spec in self.tdd.operators:
+                snap = chain._guard(spec.name, chain.operator(spec.node_id).snapshot_state, barrier.checkpoint_id)
+                if snap is not None:
+                    snapshots[operator_state_id(spec.uid, spec.node_id)] = snap
         for w in self._writers:
             w.broadcast_event(barrier)  # records before the barrier are flushed before it
+        # fork here, on the task thread, so the child's copy-on-write image is a consistent state
+        try:
+            child = self._fork_snapshot_writer(barrier.checkpoint_id, snapshots) if fork else None
+        except MillraceError as e:
+            self.log.warning("%s", e)
+            self._decline(barrier.checkpoint_id, str(e))
+            return
         sync_ms = int((time.monotonic() - t0) * 1000)
         alignment_ms = getattr(self._barrier_handler, "last_alignment_ms", 0) if self._barrier_handler is not None else 0
         if self._snapshot_thread is None:
             self._snapshot_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{self.tdd.task_name_with_subtask}")
-        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, sync_ms, alignment_ms)
+        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, sync_ms, alignment_ms, child)
 
-    def _write_and_acknowledge(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int) -> None:
+    @property
+    def _fork_snapshots(self) -> bool:
+        """state.snapshot.async-mode: "fork" (default where fork exists) or "thread"; see docs/fault_tolerance.md."""
+        mode = (self.tdd.config.get(SNAPSHOT_ASYNC_MODE_KEY) or ("fork" if hasattr(os, "fork") else "thread")).lower()
+        return mode == "fork" and hasattr(os, "fork")
+
+    def _fork_snapshot_writer(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot]) -> tuple[int, int] | None:
+        """Serialise and write the state file in a forked child (its own core, no GIL shared with this task).
+
+        Like Redis' BGSAVE: the child sees the state as it was at the fork (copy-on-write) while
+        this task goes on. Returns (pid, read end of the pipe the child reports on), or None when
+        there is nothing to write. A failed fork fails the snapshot (the state was not pinned).
+        """
+        stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists}
+        if not stateful or self.tdd.checkpoint_dir is None:
+            return None
+        from runtime.storage.state_files import write_state_file  # imported before fork, not in the child
+
+        tdd = self.tdd
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            os.close(r)
+            os.close(w)
+            # the suppliers read live state (nothing was pinned): fail this checkpoint, the next one may fork
+            raise MillraceError(f"checkpoint {checkpoint_id}: could not fork the snapshot writer: {e}") from e
+        if pid == 0:  # the child: only this thread exists here; touch nothing shared, never return
+            code = 1
+            try:
+                gc.disable()  # a collection would touch (and copy) every object
+                os.close(r)
+                handle = write_state_file(tdd.checkpoint_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
+                os.write(w, b"OK" + (handle.model_dump_json().encode() if handle is not None else b"null"))
+                code = 0
+            except BaseException as e:  # noqa: BLE001 - reported to the parent, which declines
+                try:
+                    os.write(w, b"ER" + repr(e).encode()[:4000])
+                except BaseException:  # noqa: BLE001
+                    pass
+            finally:
+                os._exit(code)
+        os.close(w)
+        for snap in stateful.values():
+            snap.keyed = {}  # the child writes the state: the parent drops its pinned copy now
+            snap.operator_lists, snap.union_lists = {}, {}
+        return pid, r
+
+    @staticmethod
+    def _await_snapshot_writer(child: tuple[int, int]) -> StateFileHandle | None:
+        pid, r = child
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(r, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(r)
+            os.waitpid(pid, 0)
+        out = b"".join(chunks)
+        if out.startswith(b"OK"):
+            body = out[2:]
+            return None if body == b"null" else StateFileHandle.model_validate_json(body)
+        raise MillraceError(f"the snapshot writer process {pid} failed: {out[2:].decode(errors='replace') or 'it died'}")
+
+    def _write_and_acknowledge(
+        self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int, child: tuple[int, int] | None = None
+    ) -> None:
         """Snapshot thread: serialise and write the state file, then acknowledge (or decline) to the JobMaster."""
         tdd = self.tdd
         t0 = time.monotonic()
@@ -468,7 +559,11 @@ class Task:
             committables = {op: cloudpickle.dumps(s.committables) for op, s in snapshots.items() if s.committables is not None}
             files = []
             stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists}
-            if stateful:
+            if child is not None:
+                handle = self._await_snapshot_writer(child)
+                if handle is not None:
+                    files.append(handle)
+            elif stateful:
                 from runtime.storage.state_files import write_state_file
 
                 if tdd.checkpoint_dir is None:

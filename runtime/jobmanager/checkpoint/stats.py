@@ -21,6 +21,10 @@ class CheckpointStatsEntry(BaseModel):
     num_acknowledged_subtasks: int = 0
     external_path: str | None = None
     failure_message: str | None = None
+    # slowest subtask's parts (Flink's per-subtask sync / async / alignment durations)
+    max_sync_duration: int = 0
+    max_async_duration: int = 0
+    max_alignment_duration: int = 0
 
 
 class CheckpointCounts(BaseModel):
@@ -62,12 +66,15 @@ class CheckpointStatsTracker:
         self.counts.total += 1
         self.counts.in_progress += 1
 
-    def report_ack(self, cid: int, size: int) -> None:
+    def report_ack(self, cid: int, size: int, sync_ms: int = 0, async_ms: int = 0, alignment_ms: int = 0) -> None:
         e = self._by_id.get(cid)
         if e is not None:
             e.num_acknowledged_subtasks += 1
             e.state_size += size
             e.latest_ack_timestamp = self._now_ms()
+            e.max_sync_duration = max(e.max_sync_duration, sync_ms)
+            e.max_async_duration = max(e.max_async_duration, async_ms)
+            e.max_alignment_duration = max(e.max_alignment_duration, alignment_ms)
 
     def report_completed(self, cid: int, metadata: Any, path: str) -> None:
         e = self._by_id.get(cid)
