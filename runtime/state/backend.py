@@ -16,10 +16,9 @@ into either backend and with a different KeyGroupRange (rescaling: it keeps only
 from __future__ import annotations
 
 import abc
-import contextlib
-import gc
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from runtime.core.gc_pause import gc_paused
 from runtime.api.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
@@ -427,14 +426,3 @@ class KeyedStateBackend(abc.ABC):
     close = dispose
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Building or loading a million entries would trigger repeated collections over the whole live
-    heap, none of which can free anything (every new object is referenced): pause the collector."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator
 from runtime.api.datastream.state import StateKind
 from runtime.core.checkpoint import KeyedSnapshot, snapshot_is_copy_on_write
 from runtime.core.keygroups import KeyGroupRange
-from runtime.state.backend import KeyedStateBackend, StateTable, gc_paused
+from runtime.core.gc_pause import gc_paused
+from runtime.state.backend import KeyedStateBackend, StateTable
 
 # values nothing can change in place: a snapshot may share them with the live state
 _IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None), tuple, frozenset, range})

@@ -26,7 +26,8 @@ from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 from runtime.api.datastream.state import StateKind
 from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.keygroups import KeyGroupRange
-from runtime.state.backend import KeyedStateBackend, StateError, StateTable, gc_paused
+from runtime.core.gc_pause import gc_paused
+from runtime.state.backend import KeyedStateBackend, StateError, StateTable
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_value
 
 _HDR = struct.Struct(">HH")

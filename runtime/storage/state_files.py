@@ -18,8 +18,6 @@ deltalake (runtime.storage.checkpoint_store commits these files).
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import operator
 import os
@@ -27,7 +25,7 @@ import pickle
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +34,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from runtime.core.gc_pause import gc_paused
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
 from runtime.core.errors import StorageError
 from runtime.core.keygroups import KeyGroupRange
@@ -419,17 +418,6 @@ _KEYED_COLUMNS = ["key_group", "state_name", "state_kind", "key_long", "key_stri
 _LIST_COLUMNS = ["subtask", "parallelism", "kind", "state_name", "seq", *_VALUE_COLUMNS]
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Building a million entry tuples would trigger repeated collections over the whole live heap,
-    none of which can free anything (every new tuple is referenced): pause the collector meanwhile."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _keyed_from(table: pa.Table) -> KeyedSnapshot:
@@ -446,7 +434,7 @@ def _keyed_from(table: pa.Table) -> KeyedSnapshot:
     kinds = c("state_kind")
     out: KeyedSnapshot = {}
     # files are written grouped by (key group, state) in entry order: each run is one state's entries
-    with _gc_paused():
+    with gc_paused():
         for s, e in _runs(kg, name_idx):
             group = out.setdefault(int(kg[s]), {})
             name = names[name_idx[s]]

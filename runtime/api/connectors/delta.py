@@ -393,7 +393,8 @@ class DeltaSinkCoordinator:
             raise
         self._any_commit = True
         self.version = result.version
-        self._committed_paths.update(f["path"] for f in files)
+        if result.committed:  # a skipped replay references none of these files
+            self._committed_paths.update(f["path"] for f in files)
         return result
 
     def _not_committed(self, files: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -35,7 +35,8 @@ from runtime.core.errors import InvalidProgramError, MillraceError
 from runtime.core.keygroups import assign_to_key_groups, stable_hash
 from runtime.core.records import ColumnBatch, RecordBatch, Watermark
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
-from runtime.state.backend import PANE_KIND, gc_paused
+from runtime.core.gc_pause import gc_paused
+from runtime.state.backend import PANE_KIND
 
 PANE_STATE = "__window_panes__"
 _COMPACT_AFTER_CHUNKS = 16  # bounds memory and final-combine cost per pane

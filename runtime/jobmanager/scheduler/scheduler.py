@@ -279,12 +279,13 @@ class Scheduler:
             if slot is not None and slot.tm_id == tm_id and ex.assigned_resource is not None and not ex.state.is_terminal:
                 ex.fail(cause)
                 failed.append(ev)
-        if self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING):
-            # the ResourceManager suspended our requirement with the loss: declare again for a replacement
-            self.host.spawn(self._redeclare())
         if failed and self.status.state is JobStatus.RUNNING:
             err = m.ErrorInfo(type_name="TaskManagerLostError", message=cause, task=failed[0].task_name_with_subtask, task_manager=tm_id)
             self._handle_failure([ev for ev in failed if ev.id not in self._pending_restart], err)
+        if self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING):
+            # the job goes on, and the ResourceManager suspended our requirement with the loss:
+            # declare again for a replacement (a job that fails now must not get one)
+            self.host.spawn(self._redeclare())
         self._check_terminal()
 
     async def _redeclare(self) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from runtime.api.datastream.aggregates import Aggregates, Count, Max, Min, Sum
-from runtime.api.datastream.functions import AggregateFunction, KeyedProcessFunction, ProcessWindowFunction, ReduceFunction
+from runtime.api.datastream.functions import KeyedProcessFunction, ProcessWindowFunction, ReduceFunction
 from runtime.api.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from runtime.api.datastream.window import (
     CountTrigger,
@@ -26,6 +26,7 @@ from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
 from tests.harness import Harness, through_state_files
+from tests.unit.operators.test_window_operator import AvgAgg
 
 pytestmark = pytest.mark.unit
 
@@ -178,22 +179,8 @@ def test_a_snapshot_without_state_is_empty():
 
 
 # --------------------------------------------------------------------------- window operator
-class MutatingAvg(AggregateFunction):
-    """Changes its accumulator in place and returns it (legal): snapshots must not see later adds."""
-
-    def create_accumulator(self):
-        return [0, 0]
-
-    def add(self, value, acc):
-        acc[0] += value[1]
-        acc[1] += 1
-        return acc
-
-    def get_result(self, acc):
-        return (acc[0], acc[1])
-
-    def merge(self, a, b):
-        return [a[0] + b[0], a[1] + b[1]]
+# changes its accumulator in place and returns it (legal): snapshots must not see later adds
+MutatingAvg = AvgAgg
 
 
 class Sum3(ReduceFunction):
