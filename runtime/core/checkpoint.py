@@ -96,6 +96,20 @@ def snapshot_is_copy_on_write() -> bool:
     return _copy_on_write.get()
 
 
+_in_forked_writer = False
+
+
+def mark_forked_snapshot_writer() -> None:
+    """Called first thing in a forked snapshot writer: libraries whose background threads did not
+    survive the fork (RocksDB) must not wait for them there (open read-only, never close)."""
+    global _in_forked_writer
+    _in_forked_writer = True
+
+
+def in_forked_snapshot_writer() -> bool:
+    return _in_forked_writer
+
+
 def operator_state_id(uid: str | None, node_id: int) -> str:
     """The id under which an operator's state is stored: its uid, else one derived from its node.
 

@@ -21,10 +21,10 @@ import struct
 import tempfile
 from typing import Any, Callable, Iterator, Mapping
 
-from rocksdict import Checkpoint, Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
 from runtime.api.datastream.state import StateKind
-from runtime.core.checkpoint import KeyedSnapshot
+from runtime.core.checkpoint import KeyedSnapshot, in_forked_snapshot_writer
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
@@ -318,7 +318,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         rng = self.key_group_range
 
         def supplier() -> KeyedSnapshot:
-            view = Rdict(cp_dir, Options(raw_mode=True))
+            forked = in_forked_snapshot_writer()
+            # in a forked child RocksDB's background threads are gone: a read-write open or a close
+            # waits for them forever; read-only and left to the child's _exit instead
+            view = Rdict(cp_dir, Options(raw_mode=True), access_type=AccessType.read_only()) if forked else Rdict(cp_dir, Options(raw_mode=True))
             try:
                 out: KeyedSnapshot = {}
                 with gc_paused():
@@ -329,7 +332,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                                 out.setdefault(kg, {})[name] = (kind, entries)
                 return out
             finally:
-                view.close()
+                if not forked:
+                    view.close()
                 shutil.rmtree(cp_dir, ignore_errors=True)
 
         return supplier

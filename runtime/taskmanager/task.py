@@ -6,6 +6,8 @@ import contextlib
 import gc
 import logging
 import os
+import select
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +23,7 @@ from runtime.core.checkpoint import (
     OperatorSnapshot,
     StateInitializationContext,
     copy_on_write_snapshot,
+    mark_forked_snapshot_writer,
     operator_state_id,
 )
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
@@ -124,6 +127,7 @@ class Task:
         self._chain: OperatorChain | None = None
         self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
         self._barrier_handler: Any = None
+        self._snapshot_writers: set[int] = set()  # pids of forked snapshot writers still running
         # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
@@ -263,6 +267,9 @@ class Task:
         finally:
             self._chain = None
             self._quietly(self._run_control)  # triggers that came too late are declined, not left to time out
+            if self._canceled.is_set():
+                for pid in list(self._snapshot_writers):  # their checkpoints can no longer complete
+                    self._kill_snapshot_writer(pid)
             if self._snapshot_thread is not None:
                 self._snapshot_thread.shutdown(wait=False)
             for w in self._writers:
@@ -501,6 +508,7 @@ class Task:
         from runtime.storage.state_files import write_state_file  # imported before fork, not in the child
 
         tdd = self.tdd
+        deadline_s = self._snapshot_writer_deadline_s()
         r, w = os.pipe()
         try:
             pid = os.fork()
@@ -512,6 +520,10 @@ class Task:
         if pid == 0:  # the child: only this thread exists here; touch nothing shared, never return
             code = 1
             try:
+                # never outlive the checkpoint, even orphaned by a killed TaskManager or stuck in a library
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(deadline_s)
+                mark_forked_snapshot_writer()
                 gc.disable()  # a collection would touch (and copy) every object
                 os.close(r)
                 handle = write_state_file(tdd.checkpoint_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
@@ -525,29 +537,59 @@ class Task:
             finally:
                 os._exit(code)
         os.close(w)
+        self._snapshot_writers.add(pid)
         for snap in stateful.values():
             snap.keyed = {}  # the child writes the state: the parent drops its pinned copy now
             snap.operator_lists, snap.union_lists = {}, {}
         return pid, r
 
     @staticmethod
-    def _await_snapshot_writer(child: tuple[int, int]) -> StateFileHandle | None:
+    def _kill_snapshot_writer(pid: int) -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _snapshot_writer_deadline_s(self) -> int:
+        """The checkpoint timeout: a writer still running then is useless (the checkpoint has expired)."""
+        from runtime.core.checkpoint import CHECKPOINT_TIMEOUT_KEY
+
+        raw = self.tdd.config.get(CHECKPOINT_TIMEOUT_KEY)
+        try:
+            ms = float(raw) if raw else 600_000.0
+        except ValueError:  # a duration string such as "10 min": the default bound is fine here
+            ms = 600_000.0
+        return max(5, int(ms / 1000) + 1)
+
+    def _await_snapshot_writer(self, child: tuple[int, int]) -> StateFileHandle | None:
+        """Snapshot thread: the writer's report, waiting at most until its deadline (then it is killed)."""
         pid, r = child
         chunks = []
+        deadline = time.monotonic() + self._snapshot_writer_deadline_s()
         try:
             while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([r], [], [], left)[0]:
+                    self._kill_snapshot_writer(pid)
+                    raise MillraceError(f"the snapshot writer process {pid} did not finish in time and was killed")
                 chunk = os.read(r, 65536)
                 if not chunk:
                     break
                 chunks.append(chunk)
         finally:
             os.close(r)
-            os.waitpid(pid, 0)
+            status = None
+            try:
+                status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            except ChildProcessError:
+                pass
+            self._snapshot_writers.discard(pid)
         out = b"".join(chunks)
         if out.startswith(b"OK"):
             body = out[2:]
             return None if body == b"null" else StateFileHandle.model_validate_json(body)
-        raise MillraceError(f"the snapshot writer process {pid} failed: {out[2:].decode(errors='replace') or 'it died'}")
+        died = f"it died (exit status {status}; a negative status is the signal)"
+        raise MillraceError(f"the snapshot writer process {pid} failed: {out[2:].decode(errors='replace') or died}")
 
     def _write_and_acknowledge(
         self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int, child: tuple[int, int] | None = None

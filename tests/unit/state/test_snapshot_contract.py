@@ -208,3 +208,50 @@ def test_snapshots_of_an_empty_backend_and_overlapping_snapshots(kind):
     if kind == "rocksdb":  # the suppliers removed their native checkpoints
         assert [p for p in os.listdir(b.path) if p.startswith("snapshot-")] == []  # type: ignore[attr-defined]
     b.dispose()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_forked_snapshot_writer_reads_the_state_and_exits_while_the_parent_writes_on(kind, tmp_path):
+    """The fork path of the tasks: the child must never wait for threads that did not survive the fork."""
+    import os
+    import threading
+
+    from runtime.core.checkpoint import OperatorSnapshot, copy_on_write_snapshot, mark_forked_snapshot_writer
+    from runtime.storage.state_files import read_operator_state, write_state_file
+
+    b = create_keyed_state_backend(kind, KeyGroupRange(0, 127), 128, "forked")
+    keys = list(range(2000))
+    fill(b, keys)
+    expected = copy.deepcopy(read(b, keys))
+    with copy_on_write_snapshot():
+        supplier = b.snapshot_sync()
+    stop = threading.Event()
+
+    def busy() -> None:  # the parent keeps writing while the child reads (RocksDB flushes and compacts meanwhile)
+        while not stop.is_set():
+            fill(b, keys[:50], offset=10_000)
+
+    t = threading.Thread(target=busy)
+    try:
+        pid = os.fork()  # right after the synchronous part, as the task does; then the parent goes on writing
+        if pid != 0:
+            t.start()
+        if pid == 0:
+            code = 1
+            try:
+                mark_forked_snapshot_writer()
+                handle = write_state_file(str(tmp_path), 1, 0, 0, 1, {"op": OperatorSnapshot(keyed=supplier)})
+                code = 0 if handle is not None else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+    assert os.waitstatus_to_exitcode(status) == 0
+    files = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet")]
+    restored = create_keyed_state_backend("hashmap", KeyGroupRange(0, 127), 128, "restored")
+    restored.restore_keyed(read_operator_state(str(tmp_path), files, "op", KeyGroupRange(0, 127), 0, 1).keyed)
+    assert read(restored, keys) == expected
+    b.dispose()
