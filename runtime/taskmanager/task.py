@@ -26,6 +26,7 @@ from runtime.core.checkpoint import (
     mark_forked_snapshot_writer,
     operator_state_id,
 )
+from runtime.core.durations import parse_duration_ms
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.taskmanager.user_code import load_user_code
 from runtime.core.errors import MillraceError
@@ -555,11 +556,8 @@ class Task:
         from runtime.core.checkpoint import CHECKPOINT_TIMEOUT_KEY
 
         raw = self.tdd.config.get(CHECKPOINT_TIMEOUT_KEY)
-        try:
-            ms = float(raw) if raw else 600_000.0
-        except ValueError:  # a duration string such as "10 min": the default bound is fine here
-            ms = 600_000.0
-        return max(5, int(ms / 1000) + 1)
+        ms = parse_duration_ms(raw) if raw else 600_000
+        return max(5, ms // 1000 + 1)
 
     def _await_snapshot_writer(self, child: tuple[int, int]) -> StateFileHandle | None:
         """Snapshot thread: the writer's report, waiting at most until its deadline (then it is killed)."""

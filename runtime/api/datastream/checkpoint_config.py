@@ -25,7 +25,7 @@ from runtime.core.checkpoint import (
     CheckpointingMode,
 )
 from runtime.core.errors import ConfigurationError, InvalidProgramError
-from runtime.jobmanager.scheduler.failover import parse_duration_ms
+from runtime.core.durations import parse_duration_ms
 
 CHECKPOINT_EXTERNALIZED_RETENTION_KEY = "execution.checkpointing.externalized-checkpoint-retention"
 ROCKSDB_LOCAL_DIR_KEY = "state.backend.rocksdb.localdir"  # read by runtime.api.operators.runtime_context

@@ -25,7 +25,7 @@ def _duration_ms(config: dict[str, str], key: str, default: int) -> int:
     raw = config.get(key)
     if raw is None or raw == "":
         return default
-    from runtime.jobmanager.scheduler.failover import parse_duration_ms
+    from runtime.core.durations import parse_duration_ms
 
     try:
         return parse_duration_ms(raw)
