@@ -78,8 +78,8 @@ def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms:
         out["checkpoints"] = len(done)
         out["checkpoint_s"] = round(statistics.median(e["end_to_end_duration"] for e in full) / 1000, 3) if full else None
         out["state_bytes"] = done[-1]["state_size"] if done else 0
-        for part in ("sync", "async", "alignment"):
-            out[f"{part}_s"] = round(statistics.median(e[f"max_{part}_duration"] for e in full) / 1000, 3) if full else None
+        for part, field in (("sync", "max_sync_duration"), ("async", "max_async_duration"), ("alignment", "max_alignment_duration"), ("start_delay", "max_start_delay")):
+            out[f"{part}_s"] = round(statistics.median(e[field] for e in full) / 1000, 3) if full else None
     return out
 
 
@@ -116,6 +116,7 @@ def main() -> None:
                     "sync_s": with_cp.get("sync_s"),
                     "async_s": with_cp.get("async_s"),
                     "alignment_s": with_cp.get("alignment_s"),
+                    "start_delay_s": with_cp.get("start_delay_s"),
                 }
                 print(json.dumps(row), flush=True)
     if spark is not None:

@@ -252,6 +252,7 @@ class AcknowledgeCheckpoint(Message):
     sync_ms: int = 0
     async_ms: int = 0
     alignment_ms: int = 0
+    start_delay_ms: int = 0  # trigger -> the barrier reached this task (Flink: checkpointStartDelay)
 
 
 class DeclineCheckpoint(Message):

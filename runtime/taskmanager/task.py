@@ -468,6 +468,7 @@ class Task:
             self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running", counts_as_failure=False)
             return
         t0 = time.monotonic()
+        since_trigger_ms = int(time.time() * 1000) - barrier.timestamp  # wall clocks (one machine or NTP), as Flink
         snapshots: dict[str, OperatorSnapshot] = {}
         fork = self._fork_snapshots
         with copy_on_write_snapshot() if fork else contextlib.nullcontext():
@@ -488,7 +489,8 @@ class Task:
         alignment_ms = getattr(self._barrier_handler, "last_alignment_ms", 0) if self._barrier_handler is not None else 0
         if self._snapshot_thread is None:
             self._snapshot_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{self.tdd.task_name_with_subtask}")
-        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, sync_ms, alignment_ms, child)
+        start_delay_ms = max(0, since_trigger_ms - alignment_ms)  # until the first barrier arrived
+        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, sync_ms, alignment_ms, child, start_delay_ms)
 
     @property
     def _fork_snapshots(self) -> bool:
@@ -590,7 +592,8 @@ class Task:
         raise MillraceError(f"the snapshot writer process {pid} failed: {out[2:].decode(errors='replace') or died}")
 
     def _write_and_acknowledge(
-        self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int, child: tuple[int, int] | None = None
+        self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int,
+        child: tuple[int, int] | None = None, start_delay_ms: int = 0,
     ) -> None:
         """Snapshot thread: serialise and write the state file, then acknowledge (or decline) to the JobMaster."""
         tdd = self.tdd
@@ -615,6 +618,7 @@ class Task:
                 job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id,
                 state=TaskStateSnapshot(files=files, committables=committables),
                 sync_ms=sync_ms, async_ms=int((time.monotonic() - t0) * 1000), alignment_ms=alignment_ms,
+                start_delay_ms=start_delay_ms,
             )
         except Exception as e:  # noqa: BLE001 - a failed snapshot declines the checkpoint; the task goes on
             self.log.warning("checkpoint %d: snapshot failed: %r", checkpoint_id, e)

@@ -188,7 +188,7 @@ class CheckpointCoordinator:
             return
         p.not_yet_acknowledged.discard(msg.execution_attempt_id)
         p.acks[msg.execution_attempt_id] = msg
-        self.stats.report_ack(p.checkpoint_id, msg.state.state_size, msg.sync_ms, msg.async_ms, msg.alignment_ms)
+        self.stats.report_ack(p.checkpoint_id, msg.state.state_size, msg.sync_ms, msg.async_ms, msg.alignment_ms, msg.start_delay_ms)
         if not p.not_yet_acknowledged:
             await self._complete(p)
 

@@ -25,6 +25,7 @@ class CheckpointStatsEntry(BaseModel):
     max_sync_duration: int = 0
     max_async_duration: int = 0
     max_alignment_duration: int = 0
+    max_start_delay: int = 0  # trigger -> the barrier reached the task: data in flight ahead of it
 
 
 class CheckpointCounts(BaseModel):
@@ -66,7 +67,7 @@ class CheckpointStatsTracker:
         self.counts.total += 1
         self.counts.in_progress += 1
 
-    def report_ack(self, cid: int, size: int, sync_ms: int = 0, async_ms: int = 0, alignment_ms: int = 0) -> None:
+    def report_ack(self, cid: int, size: int, sync_ms: int = 0, async_ms: int = 0, alignment_ms: int = 0, start_delay_ms: int = 0) -> None:
         e = self._by_id.get(cid)
         if e is not None:
             e.num_acknowledged_subtasks += 1
@@ -75,6 +76,7 @@ class CheckpointStatsTracker:
             e.max_sync_duration = max(e.max_sync_duration, sync_ms)
             e.max_async_duration = max(e.max_async_duration, async_ms)
             e.max_alignment_duration = max(e.max_alignment_duration, alignment_ms)
+            e.max_start_delay = max(e.max_start_delay, start_delay_ms)
 
     def report_completed(self, cid: int, metadata: Any, path: str) -> None:
         e = self._by_id.get(cid)
