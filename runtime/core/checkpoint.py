@@ -18,11 +18,77 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, Union, overload
 
-# state name -> (kind, [(key, namespace, value), ...])
-KeyGroupState = dict[str, tuple[str, list[tuple[Any, Any, Any]]]]
+_K0, _K1, _K2 = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+
+
+class StateEntries(Sequence[tuple[Any, Any, Any]]):
+    """The (key, namespace, value) entries of one state in one key group, as two columns: the
+    (key, namespace) pairs and the values.
+
+    That is how the heap backend holds state ({(key, namespace): value}) and how a restore loads
+    it, so a snapshot hands a dict's views over without building (and a state file writer then
+    taking apart) one tuple per entry, which was most of a million-key snapshot. Reads as a
+    sequence of (key, namespace, value) tuples for everyone else.
+    """
+
+    __slots__ = ("pairs", "values")
+
+    def __init__(self, pairs: Collection[tuple[Any, Any]], values: Collection[Any]) -> None:
+        if len(pairs) != len(values):
+            raise ValueError(f"state entry columns differ in length: {len(pairs)} pairs, {len(values)} values")
+        self.pairs, self.values = pairs, values
+
+    @classmethod
+    def of_map(cls, m: Mapping[tuple[Any, Any], Any]) -> "StateEntries":
+        """A view of a {(key, namespace): value} map, in its iteration order (the map must not change)."""
+        return cls(m.keys(), m.values())
+
+    @classmethod
+    def of(cls, entries: Iterable[tuple[Any, Any, Any]]) -> "StateEntries":
+        if isinstance(entries, StateEntries):
+            return entries
+        rows = entries if isinstance(entries, list) else list(entries)
+        return cls(list(zip(map(_K0, rows), map(_K1, rows))), list(map(_K2, rows)))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[Any, Any, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[Any, Any, Any]]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        return list(self)[i]  # rare (tests, debugging): the columns may be dict views
+
+    def __iter__(self) -> Iterator[tuple[Any, Any, Any]]:
+        return ((k, ns, v) for (k, ns), v in zip(self.pairs, self.values))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (StateEntries, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def extend(self, other: Iterable[tuple[Any, Any, Any]]) -> None:
+        """Append entries (a restore that reads one state from two files); the columns become lists."""
+        o = StateEntries.of(other)
+        self.pairs = [*self.pairs, *o.pairs]
+        self.values = [*self.values, *o.values]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy / pickle as lists: dict views cannot be
+        return (StateEntries, (list(self.pairs), list(self.values)))
+
+    def __repr__(self) -> str:
+        return f"StateEntries({list(self)!r})"
+
+
+# state name -> (kind, entries): a list of (key, namespace, value) tuples or StateEntries columns
+KeyGroupState = dict[str, tuple[str, Sequence[tuple[Any, Any, Any]]]]
 KeyedSnapshot = dict[int, KeyGroupState]
 
 

@@ -6,16 +6,15 @@ Like Flink's heap backend, values are stored by reference (no copy on read or wr
 
 Snapshots copy on snapshot: the synchronous part copies each key group's dict (dict.copy, C speed)
 and, where the table holds values that can change in place, those values too (see `_pinned`);
-the supplier builds the entry tuples.
+the supplier hands the entries over as columns (`StateEntries`).
 """
 from __future__ import annotations
 
 import copy
-import operator
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from runtime.api.datastream.state import StateKind
-from runtime.core.checkpoint import KeyedSnapshot, snapshot_is_copy_on_write
+from runtime.core.checkpoint import KeyedSnapshot, StateEntries, snapshot_is_copy_on_write
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateTable
@@ -101,24 +100,24 @@ class HeapStateTable(StateTable):
     def keys_and_namespaces(self) -> Iterator[tuple[Any, Any]]:
         return iter([kn for m in self.maps.values() for kn in m])
 
-    def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
-        k0, k1, k2 = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
-        loaded = dict(zip(zip(map(k0, entries), map(k1, entries)), map(k2, entries)))
+    def put_all(self, kg: int, entries: Sequence[tuple[Any, Any, Any]]) -> None:
+        cols = StateEntries.of(entries)
+        loaded = dict(zip(cols.pairs, cols.values))
         # the values become live state, changed in place later: never share them with the snapshot
         own = _pinned(loaded, fresh=True)
         if own is not loaded:
             self.mutable_values = True
         self.maps.setdefault(kg, {}).update(own)
 
-    def snapshot_sync(self) -> Callable[[], dict[int, list[tuple[Any, Any, Any]]]]:
-        """Pin every key group (see `_pinned`); the supplier builds {key group: entries}."""
+    def snapshot_sync(self) -> Callable[[], dict[int, StateEntries]]:
+        """Pin every key group (see `_pinned`); the supplier hands over {key group: entries} as columns."""
         if snapshot_is_copy_on_write():  # read in a forked child: its image is already the snapshot
             pinned = {kg: m for kg, m in self.maps.items() if m}
         elif self.mutable_values:
             pinned = {kg: _pinned(m) for kg, m in self.maps.items() if m}
         else:
             pinned = {kg: m.copy() for kg, m in self.maps.items() if m}
-        return lambda: {kg: [(k, ns, v) for (k, ns), v in m.items()] for kg, m in pinned.items()}
+        return lambda: {kg: StateEntries.of_map(m) for kg, m in pinned.items()}
 
 
 class HashMapKeyedStateBackend(KeyedStateBackend):

@@ -6,26 +6,25 @@ from the partition value); everything else is plain columns, so Spark SQL can re
 
     operator_id, subtask, parallelism, kind ('keyed' | 'operator' | 'union' | 'meta'),
     key_group (null unless keyed), state_name, state_kind, seq (order of list items),
-    key_{long,string,bytes}, namespace_{long,string,bytes}, value_{long,double,string,bytes}
+    key_{long,string,bytes,tuple}, namespace_{long,string,bytes}, value_{long,double,string,bytes,tuple}
 
-Each of key / namespace / value goes to exactly one column: an `int` within int64 to *_long, a
-`str` to *_string, a value `float` to value_double, None to none (all null), anything else pickled
-(protocol 5) to *_bytes. The test is `type(x) is ...`, so subclasses (bool, IntEnum, numpy scalars)
-are pickled and come back with their type.
+Each of key / namespace / value goes to exactly one of its columns (`runtime.storage.state_columns`):
+ints, strings, floats (values) and plain tuples typed, None to none, anything else pickled.
 
 pyarrow and numpy only: TaskManagers import this module, and only storage/'s Delta code imports
 deltalake (runtime.storage.checkpoint_store commits these files).
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import operator
 import os
-import pickle
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -35,10 +34,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runtime.core.gc_pause import gc_paused
-from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateEntries, StateInitializationContext
 from runtime.core.errors import StorageError
 from runtime.core.keygroups import KeyGroupRange
 from runtime.rpc.messages import StateFileHandle
+from runtime.storage import state_columns as columns
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +63,9 @@ STATE_FILE_SCHEMA: pa.Schema = pa.schema(
         ("state_name", pa.string()),
         ("state_kind", pa.string()),
         ("seq", pa.int64()),
-        ("key_long", pa.int64()),
-        ("key_string", pa.string()),
-        ("key_bytes", pa.binary()),
-        ("namespace_long", pa.int64()),
-        ("namespace_string", pa.string()),
-        ("namespace_bytes", pa.binary()),
-        ("value_long", pa.int64()),
-        ("value_double", pa.float64()),
-        ("value_string", pa.string()),
-        ("value_bytes", pa.binary()),
+        *columns.fields("key", with_double=False, with_tuple=True),
+        *columns.fields("namespace", with_double=False, with_tuple=False),
+        *columns.fields("value", with_double=True, with_tuple=True),
     ]
 )
 # what the writer hands to Parquet: low-cardinality strings as dictionaries. Files are written
@@ -89,9 +82,6 @@ CHECKPOINT_TABLE_SCHEMA: pa.Schema = STATE_FILE_SCHEMA.append(pa.field(PARTITION
 _ROW_GROUP_SIZE = 64 * 1024
 # statistics only where readers filter; min/max of pickled blobs would cost time and say nothing
 _STATS_COLUMNS = ["operator_id", "subtask", "kind", "key_group", "state_name"]
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
-_NONE_TYPE = type(None)
 _PARTITION_RE = re.compile(r"(?:^|/)checkpoint_id=(-?\d+)/")
 
 
@@ -119,111 +109,11 @@ def _join(root: str, rel: str) -> str:
     return f"{root}/{rel.lstrip('/')}"
 
 
-# --- encoding --------------------------------------------------------------------------------
-class _UnpicklableError(Exception):
-    def __init__(self, index: int, value: Any, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.index, self.value, self.cause = index, value, cause
-
-
-def _dumps_all(values: list[Any], simple: Any) -> list[bytes | None]:
-    """Pickle every value `simple` does not cover (None for those it does); names the failing index."""
-    try:
-        return [None if simple(x) else pickle.dumps(x, protocol=5) for x in values]
-    except Exception:  # noqa: BLE001 - find which one, slowly, only on failure
-        for i, x in enumerate(values):
-            if not simple(x):
-                try:
-                    pickle.dumps(x, protocol=5)
-                except Exception as e:  # noqa: BLE001
-                    raise _UnpicklableError(i, x, e) from e
-        raise
-
-
-def _utf8_ok(x: str) -> bool:
-    try:
-        x.encode("utf-8")
-        return True
-    except UnicodeEncodeError:  # lone surrogates: not valid in a Parquet string, pickled instead
-        return False
-
-
-def _encode(values: list[Any], with_double: bool) -> list[pa.Array]:
-    """Encode one logical column into [long, (double,) string, bytes] arrays; exactly one is set per row."""
-    n = len(values)
-    if values.count(None) == n:  # e.g. the VOID namespace: cheaper than collecting types
-        types: set[type] = set()
-    else:
-        types = set(map(type, values))
-    L, D, S, B = pa.int64(), pa.float64(), pa.string(), pa.binary()
-
-    def out(long: pa.Array | None = None, double: pa.Array | None = None, string: pa.Array | None = None, blob: pa.Array | None = None) -> list[pa.Array]:
-        cols = [long if long is not None else pa.nulls(n, L)]
-        if with_double:
-            cols.append(double if double is not None else pa.nulls(n, D))
-        cols.append(string if string is not None else pa.nulls(n, S))
-        cols.append(blob if blob is not None else pa.nulls(n, B))
-        return cols
-
-    # fast paths: one simple type (plus None) covers the whole column, pyarrow converts in C
-    if not types or types == {_NONE_TYPE}:
-        return out()
-    try:
-        if types <= {int, _NONE_TYPE}:
-            return out(long=pa.array(values, type=L))
-        if types <= {str, _NONE_TYPE}:
-            return out(string=pa.array(values, type=S))
-        if with_double and types <= {float, _NONE_TYPE}:
-            return out(double=pa.array(values, type=D))
-    except (OverflowError, pa.ArrowInvalid, UnicodeEncodeError):
-        pass  # an int beyond int64 or a string that is not UTF-8: those are pickled below
-    try:
-        return _encode_mixed(values, types, with_double, strict_str=False, out=out)
-    except UnicodeEncodeError:
-        return _encode_mixed(values, types, with_double, strict_str=True, out=out)
-
-
-def _encode_mixed(values: list[Any], types: set[type], with_double: bool, strict_str: bool, out: Any) -> list[pa.Array]:
-    L, D, S, B = pa.int64(), pa.float64(), pa.string(), pa.binary()
-
-    def is_str(x: Any) -> bool:
-        return type(x) is str and (not strict_str or _utf8_ok(x))
-
-    def simple(x: Any) -> bool:
-        t = type(x)
-        return x is None or (t is int and _I64_MIN <= x <= _I64_MAX) or (with_double and t is float) or is_str(x)
-
-    long = pa.array([x if type(x) is int and _I64_MIN <= x <= _I64_MAX else None for x in values], type=L) if int in types else None
-    string = pa.array([x if is_str(x) else None for x in values], type=S) if str in types else None
-    double = pa.array([x if type(x) is float else None for x in values], type=D) if with_double and float in types else None
-    blob = pa.array(_dumps_all(values, simple), type=B)
-    return out(long, double, string, blob)
-
-
-def _decode(long: pa.ChunkedArray | pa.Array, double: pa.ChunkedArray | pa.Array | None, string: pa.ChunkedArray | pa.Array, blob: pa.ChunkedArray | pa.Array) -> list[Any]:
-    """Invert `_encode`: the python objects of one logical column, types preserved."""
-    n = len(long)
-    others = [(c, kind) for c, kind in ((double, "d"), (string, "s"), (blob, "b")) if c is not None and c.null_count < n]
-    values: list[Any] = long.to_pylist() if long.null_count < n else [None] * n
-    for col, kind in others:
-        if col.null_count == 0 and long.null_count == n and len(others) == 1:
-            # the whole column is of this kind
-            return [pickle.loads(b) for b in col.to_pylist()] if kind == "b" else col.to_pylist()
-        idx = np.flatnonzero(np.asarray(col.is_valid()))
-        items = col.drop_null().to_pylist()
-        if kind == "b":
-            for i, b in zip(idx.tolist(), items):
-                values[i] = pickle.loads(b)
-        else:
-            for i, v in zip(idx.tolist(), items):
-                values[i] = v
-    return values
-
-
 # --- writing ---------------------------------------------------------------------------------
 @dataclass
 class _Segment:
-    """A run of rows that share operator, kind, key group and state (one list of entries or items)."""
+    """A run of rows that share operator, kind, key group and state (a list of entries or items, or
+    a slice of one starting at item `first_seq`)."""
 
     operator_id: str
     kind: str
@@ -231,6 +121,7 @@ class _Segment:
     state_name: str
     state_kind: str | None
     count: int
+    first_seq: int = 0
 
 
 def _dict_strings(segments: list[_Segment], counts: np.ndarray, attr: str) -> pa.DictionaryArray:
@@ -241,68 +132,103 @@ def _dict_strings(segments: list[_Segment], counts: np.ndarray, attr: str) -> pa
     return pa.DictionaryArray.from_arrays(pa.array(np.repeat(idx, counts)), pa.array(list(uniques), type=pa.string()))
 
 
+_NO_KEY = (None, None)
+# rows encoded together: a snapshot is bound by memory latency (state objects lie scattered over the
+# heap), and several passes (type scans, conversions) go over every row; over a small batch all but
+# the first find the objects in the CPU cache. Measured: see docs/benchmarks.md (checkpoints.py).
+_BATCH_ROWS = 4096
+_K2, _K01 = operator.itemgetter(2), operator.itemgetter(0, 1)
+
+
+class _Batch:
+    """Rows of one or more segments (or slices of them), encoded into one record batch."""
+
+    def __init__(self) -> None:
+        self.segments: list[_Segment] = []
+        self.pairs: list[tuple[Any, Any]] = []  # (key, namespace) per row
+        self.values: list[Any] = []
+
+    def add(self, seg: _Segment, pairs: Iterable[tuple[Any, Any]], values: Iterable[Any]) -> None:
+        self.segments.append(seg)
+        self.pairs.extend(pairs)
+        self.values.extend(values)
+
+    def encode(self, subtask_index: int, parallelism: int) -> pa.RecordBatch:
+        segments, pairs, values, n = self.segments, self.pairs, self.values, len(self.values)
+        counts = np.fromiter((s.count for s in segments), dtype=np.int64, count=len(segments))
+        starts = np.cumsum(counts) - counts
+        kg = np.repeat(np.fromiter((-1 if s.key_group is None else s.key_group for s in segments), dtype=np.int32, count=len(segments)), counts)
+        try:
+            keys, namespaces = columns.encode_pairs(pairs)
+            encoded = {"key": keys, "namespace": namespaces, "value": columns.encode(values, with_double=True, with_tuple=True)}
+        except columns.UnpicklableError as e:
+            seg = segments[int(np.searchsorted(starts, e.index, side="right")) - 1]
+            where = f"key group {seg.key_group}" if seg.key_group is not None else f"{seg.kind} list state"
+            raise StorageError(
+                f"cannot write state of operator {seg.operator_id!r}, state {seg.state_name!r} ({where}): a value of type "
+                f"{type(e.value).__name__} cannot be pickled ({e.cause}); keep state values picklable"
+            ) from e.cause
+        cols: list[pa.Array] = [
+            _dict_strings(segments, counts, "operator_id"),
+            pa.array(np.full(n, subtask_index, dtype=np.int32)),
+            pa.array(np.full(n, parallelism, dtype=np.int32)),
+            _dict_strings(segments, counts, "kind"),
+            pa.array(kg, type=pa.int32(), mask=kg < 0),
+            _dict_strings(segments, counts, "state_name"),
+            _dict_strings(segments, counts, "state_kind"),
+            # index within its list
+            pa.array(np.arange(n, dtype=np.int64) + np.repeat(np.fromiter((s.first_seq for s in segments), dtype=np.int64, count=len(segments)) - starts, counts)),
+        ]
+        for f in list(_WRITE_SCHEMA)[len(cols):]:
+            prefix, suffix = f.name.rsplit("_", 1)
+            arr = encoded[prefix].get(suffix)
+            cols.append(arr if arr is not None else pa.nulls(n, f.type))
+        return pa.RecordBatch.from_arrays(cols, schema=_WRITE_SCHEMA)
+
+
+def _segments(op_id: str, snap: OperatorSnapshot) -> Iterator[tuple[_Segment, Iterable[tuple[Any, Any]], Iterable[Any]]]:
+    """One operator's rows as segments with their (key, namespace) pairs and values: keyed entries
+    by key group, then list items."""
+    keyed: KeyedSnapshot = snap.materialize_keyed() or {}
+    for kg in sorted(keyed):  # sorted: row-group statistics on key_group then prune well
+        for name, (state_kind, entries) in keyed[kg].items():
+            if entries:
+                seg = _Segment(op_id, KIND_KEYED, int(kg), name, state_kind, len(entries))
+                if isinstance(entries, StateEntries):  # columns already (e.g. a heap map's views)
+                    yield seg, entries.pairs, entries.values
+                else:
+                    yield seg, map(_K01, entries), map(_K2, entries)
+    for kind, lists in ((KIND_OPERATOR, snap.operator_lists), (KIND_UNION, snap.union_lists)):
+        for name, items in lists.items():
+            if items:  # list items have no key / namespace
+                yield _Segment(op_id, kind, None, name, LIST_STATE_KIND, len(items)), itertools.repeat(_NO_KEY, len(items)), items
+
+
 def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, OperatorSnapshot]) -> tuple[pa.Table, list[str]]:
-    segments: list[_Segment] = []
-    keys: list[Any] = []
-    namespaces: list[Any] = []
-    values: list[Any] = []
+    """All rows of a task's snapshots, encoded in batches of `_BATCH_ROWS` rows."""
+    batches: list[pa.RecordBatch] = []
+    batch = _Batch()
     operator_ids: list[str] = []
-    k0, k1, k2 = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
     for op_id, snap in snapshots.items():
         if op_id == META_OPERATOR_ID:
             raise StorageError(f"operator id {META_OPERATOR_ID!r} is reserved for checkpoint metadata; give the operator another uid")
-        before = len(values)
-        keyed: KeyedSnapshot = snap.materialize_keyed() or {}
-        for kg in sorted(keyed):  # sorted: row-group statistics on key_group then prune well
-            for name, (state_kind, entries) in keyed[kg].items():
-                if not entries:
-                    continue
-                segments.append(_Segment(op_id, KIND_KEYED, int(kg), name, state_kind, len(entries)))
-                keys.extend(map(k0, entries))
-                namespaces.extend(map(k1, entries))
-                values.extend(map(k2, entries))
-        for kind, lists in ((KIND_OPERATOR, snap.operator_lists), (KIND_UNION, snap.union_lists)):
-            for name, items in lists.items():
-                if not items:
-                    continue
-                segments.append(_Segment(op_id, kind, None, name, LIST_STATE_KIND, len(items)))
-                values.extend(items)
-        # per operator the keyed entries come first, then list items: pad key / namespace for the items
-        added = len(values) - before
-        if added:
+        rows = 0
+        for seg, pairs, values in _segments(op_id, snap):
+            pairs_it, values_it = iter(pairs), iter(values)
+            done = 0
+            while done < seg.count:  # a segment larger than the room left is sliced
+                take = min(seg.count - done, _BATCH_ROWS - len(batch.values))
+                batch.add(dataclasses.replace(seg, count=take, first_seq=done), itertools.islice(pairs_it, take), itertools.islice(values_it, take))
+                done += take
+                if len(batch.values) >= _BATCH_ROWS:
+                    batches.append(batch.encode(subtask_index, parallelism))
+                    batch = _Batch()
+            rows += seg.count
+        if rows:
             operator_ids.append(op_id)
-            keys.extend([None] * (added - (len(keys) - before)))  # list items have no key / namespace
-            namespaces.extend([None] * (added - (len(namespaces) - before)))
-    n = len(values)
-    counts = np.fromiter((s.count for s in segments), dtype=np.int64, count=len(segments))
-    starts = np.cumsum(counts) - counts
-    kg_seg = np.fromiter((-1 if s.key_group is None else s.key_group for s in segments), dtype=np.int32, count=len(segments))
-    kg = np.repeat(kg_seg, counts)
-    try:
-        key_cols = _encode(keys, with_double=False)
-        ns_cols = _encode(namespaces, with_double=False)
-        value_cols = _encode(values, with_double=True)
-    except _UnpicklableError as e:
-        seg = segments[int(np.searchsorted(starts, e.index, side="right")) - 1]
-        where = f"key group {seg.key_group}" if seg.key_group is not None else f"{seg.kind} list state"
-        raise StorageError(
-            f"cannot write state of operator {seg.operator_id!r}, state {seg.state_name!r} ({where}): a value of type "
-            f"{type(e.value).__name__} cannot be pickled ({e.cause}); keep state values picklable"
-        ) from e.cause
-    columns = [
-        _dict_strings(segments, counts, "operator_id"),
-        pa.array(np.full(n, subtask_index, dtype=np.int32)),
-        pa.array(np.full(n, parallelism, dtype=np.int32)),
-        _dict_strings(segments, counts, "kind"),
-        pa.array(kg, type=pa.int32(), mask=kg < 0),
-        _dict_strings(segments, counts, "state_name"),
-        _dict_strings(segments, counts, "state_kind"),
-        pa.array(np.arange(n, dtype=np.int64) - np.repeat(starts, counts)),  # index within its list
-        *key_cols,
-        *ns_cols,
-        *value_cols,
-    ]
-    return pa.Table.from_arrays(columns, schema=_WRITE_SCHEMA), operator_ids
+    if batch.values:
+        batches.append(batch.encode(subtask_index, parallelism))
+    return pa.Table.from_batches(batches, schema=_WRITE_SCHEMA), operator_ids
 
 
 def _write_atomically(checkpoint_dir: str, rel_path: str, table: pa.Table) -> int:
@@ -412,9 +338,12 @@ def _runs(*keys: np.ndarray) -> Iterable[tuple[int, int]]:
     return zip(bounds[:-1], bounds[1:])
 
 
-_VALUE_COLUMNS = ["value_long", "value_double", "value_string", "value_bytes"]
-_KEYED_COLUMNS = ["key_group", "state_name", "state_kind", "key_long", "key_string", "key_bytes",
-                  "namespace_long", "namespace_string", "namespace_bytes", *_VALUE_COLUMNS]
+def _names(prefix: str) -> list[str]:
+    return [f.name for f in STATE_FILE_SCHEMA if f.name.rsplit("_", 1) in ([prefix, s] for s in columns.SUFFIXES)]
+
+
+_VALUE_COLUMNS = _names("value")
+_KEYED_COLUMNS = ["key_group", "state_name", "state_kind", *_names("key"), *_names("namespace"), *_VALUE_COLUMNS]
 _LIST_COLUMNS = ["subtask", "parallelism", "kind", "state_name", "seq", *_VALUE_COLUMNS]
 
 
@@ -424,9 +353,10 @@ def _keyed_from(table: pa.Table) -> KeyedSnapshot:
     if table.num_rows == 0:
         return {}
     c = table.column
-    keys = _decode(c("key_long"), None, c("key_string"), c("key_bytes"))
-    nss = _decode(c("namespace_long"), None, c("namespace_string"), c("namespace_bytes"))
-    vals = _decode(c("value_long"), c("value_double"), c("value_string"), c("value_bytes"))
+    n = table.num_rows
+    keys = columns.decode(columns.columns_of(table, "key"), n)
+    nss = columns.decode(columns.columns_of(table, "namespace"), n)
+    vals = columns.decode(columns.columns_of(table, "value"), n)
     kg = c("key_group").to_numpy()
     name_chunks = table.select(["state_name"]).unify_dictionaries().column(0).chunks  # one dictionary for all chunks
     names = name_chunks[0].dictionary.to_pylist()
@@ -438,7 +368,7 @@ def _keyed_from(table: pa.Table) -> KeyedSnapshot:
         for s, e in _runs(kg, name_idx):
             group = out.setdefault(int(kg[s]), {})
             name = names[name_idx[s]]
-            entries = list(zip(keys[s:e], nss[s:e], vals[s:e]))
+            entries = StateEntries(list(zip(keys[s:e], nss[s:e])), vals[s:e])
             if name in group:  # the same state in two runs (two files): keep both, in file order
                 group[name][1].extend(entries)
             else:
@@ -459,7 +389,7 @@ def _lists_from(table: pa.Table, subtask_index: int, parallelism: int) -> tuple[
     if table.num_rows == 0:
         return operator_lists, union_lists
     c = table.column
-    vals = _decode(c("value_long"), c("value_double"), c("value_string"), c("value_bytes"))
+    vals = columns.decode(columns.columns_of(table, "value"), table.num_rows)
     kinds = c("kind").to_pylist()
     names = c("state_name").to_pylist()
     subtasks = c("subtask").to_numpy()

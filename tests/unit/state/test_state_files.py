@@ -213,3 +213,29 @@ def test_timing_one_million_keyed_entries(tmp_path: Any) -> None:
     assert sum(len(e) for sts in ctx.keyed.values() for _, e in sts.values()) == n
     assert ctx.keyed[5]["count"][1][:2] == [(5, None, 10), (133, None, 266)]
     assert Counter(kg in KeyGroupRange(0, 42) for kg in third.keyed) == Counter({True: 43})
+
+
+def test_states_larger_than_an_encoding_batch_keep_their_order_and_positions(tmp_path: Any) -> None:
+    """Segments are sliced into encoding batches: order, seq and key groups survive the slicing."""
+    from runtime.core.checkpoint import StateEntries
+    from runtime.storage import state_files
+
+    n = state_files._BATCH_ROWS * 2 + 17
+    big = {(k, None): (k, k * 2) for k in range(n)}  # one key group, a heap map's views
+    small = [(k, None, f"v{k}") for k in range(5)]
+    snap = OperatorSnapshot(
+        keyed={7: {"big": ("value", StateEntries.of_map(big)), "small": ("value", small)}},
+        operator_lists={"l": list(range(n))},
+        union_lists={"u": [("u", i) for i in range(n)]},
+    )
+    h = write_state_file(str(tmp_path), 1, 0, 0, 1, {"op": snap})
+    assert h is not None and h.rows == 2 * n + 5 + n
+    seqs = pq.read_table(tmp_path / h.path, columns=["state_name", "seq"]).to_pylist()
+    assert [r["seq"] for r in seqs if r["state_name"] == "l"] == list(range(n))
+    ctx = restore(str(tmp_path), [h.path])
+    assert ctx.keyed[7]["big"][1] == [(k, None, v) for (k, _), v in big.items()]
+    assert ctx.keyed[7]["small"][1] == small
+    assert ctx.operator_lists["l"] == list(range(n)) and ctx.union_lists["u"] == [("u", i) for i in range(n)]
+    # rescaled 1 -> 2: the operator list is dealt out in contiguous halves, in order
+    halves = [restore(str(tmp_path), [h.path], subtask=i, parallelism=2).operator_lists["l"] for i in range(2)]
+    assert halves[0] + halves[1] == list(range(n)) and abs(len(halves[0]) - len(halves[1])) <= 1
