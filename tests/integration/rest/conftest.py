@@ -1,6 +1,7 @@
 """A MiniCluster (local-process TaskManagers) with the REST API in front of it, always torn down."""
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -48,19 +49,26 @@ class RestCluster:
         return RestClusterClient(self.url, token, timeout=timeout)
 
 
+@contextlib.contextmanager
+def serve_rest(cluster: MiniCluster) -> Iterator[RestCluster]:
+    """The REST API (on 127.0.0.1, a free port) in front of a running cluster; stopped on exit."""
+    hooks = TestingClusterHooks()
+    app = create_app(cluster.dispatcher_gateway(), cluster.rpc.gateway(gw.RESOURCE_MANAGER), TOKEN, hooks)
+    server = RestServer(app, host="127.0.0.1", port=0).start()
+    try:
+        yield RestCluster(cluster, server, hooks)
+    finally:
+        server.stop()
+
+
 def start_rest_cluster(config: MiniClusterConfig) -> Iterator[RestCluster]:
     cluster = MiniCluster(config).start()
     provider = cluster.provider
-    server: RestServer | None = None
     try:
-        hooks = TestingClusterHooks()
-        app = create_app(cluster.dispatcher_gateway(), cluster.rpc.gateway(gw.RESOURCE_MANAGER), TOKEN, hooks)
-        server = RestServer(app, host="127.0.0.1", port=0).start()
-        yield RestCluster(cluster, server, hooks)
+        with serve_rest(cluster) as rc:
+            yield rc
     finally:
         pids = [p.pid for p in getattr(provider, "processes", {}).values()]
-        if server is not None:
-            server.stop()
         cluster.close()
         assert not _children_alive(pids), f"TaskManager processes left behind: {_children_alive(pids)}"
 

@@ -24,6 +24,8 @@ from runtime.core.errors import JobExecutionError
 from runtime.core.states import ExecutionState, JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
+from runtime.rest.client import RestClusterClient
+from tests.integration.rest.conftest import serve_rest
 from tests.waiting import wait_until
 
 
@@ -80,14 +82,6 @@ class FailAlways:
         return batch
 
 
-def details(cluster: MiniCluster, job_id: str) -> m.JobDetailsMessage:
-    return cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=job_id), timeout=10)
-
-
-def attempts(cluster: MiniCluster, job_id: str) -> dict[tuple[str, int], tuple[int, ExecutionState]]:
-    return {(v.name, s.subtask_index): (s.attempt_number, s.state) for v in details(cluster, job_id).vertices for s in v.subtasks}
-
-
 def wait_for_checkpoints(cluster: MiniCluster, job_id: str, n: int, timeout: float = 60) -> None:
     def done() -> bool:
         stats = cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=job_id), timeout=10)
@@ -137,27 +131,38 @@ def test_an_exception_raised_every_time_exhausts_fixed_delay_and_names_the_cause
     assert exceptions.num_restarts == 3 and len(exceptions.entries) == 4
 
 
+def rest_attempts(rest: RestClusterClient, job_id: str) -> dict[tuple[str, int], tuple[int, ExecutionState, str | None]]:
+    """(vertex, subtask) -> (attempt, state, TaskManager id), read over HTTP: GET /jobs/{id}."""
+    return {(v.name, s.subtask): (s.attempt, ExecutionState(s.status), s.taskmanager_id) for v in rest.job_details(job_id).vertices for s in v.subtasks}
+
+
 def test_region_failover_restarts_only_the_pipeline_of_the_lost_task_manager(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    """Four independent pipelines (source -> map -> sink, p=4, no exchange); one TaskManager is
+    SIGKILLed; GET /jobs/{id} shows new attempts for exactly that pipeline's tasks."""
     n = 200_000
     env = env_with_checkpoints(tmp_path, 4)
     (
         env.from_source(id_source(n, 40_000), WatermarkStrategy.no_watermarks(), "ids")
         .map_batches(lambda b: b)
         .name("identity")
+        .disable_chaining()  # three tasks per pipeline, so "only that pipeline" is about more than one task
         .sink_to(DeltaSink(str(tmp_path / "out")))
     )
-    client = mini_cluster.submit(env.get_job_graph("four-pipelines"))
-    tms = mini_cluster.wait_for_task_managers(4, timeout=60)
-    wait_until(lambda: all(st is ExecutionState.RUNNING for _, st in attempts(mini_cluster, client.job_id).values()), timeout=60, what="all running")
-    wait_for_checkpoints(mini_cluster, client.job_id, 2)
-    before = attempts(mini_cluster, client.job_id)
-    victim = tms[0]
-    victim_subtasks = {k for k, s in ((k, s) for v in details(mini_cluster, client.job_id).vertices for k, s in [((v.name, x.subtask_index), x) for x in v.subtasks]) if s.tm_id == victim.tm_id}
-    assert victim_subtasks
-    os.kill(victim.pid, signal.SIGKILL)
-    result = client.get_job_execution_result(timeout=120)
-    assert result.status is JobStatus.FINISHED
-    after = attempts(mini_cluster, client.job_id)
+    with serve_rest(mini_cluster) as rc:
+        rest = rc.client()
+        client = mini_cluster.submit(env.get_job_graph("four-pipelines"))
+        tms = mini_cluster.wait_for_task_managers(4, timeout=60)
+        wait_until(lambda: all(st is ExecutionState.RUNNING for _, st, _ in rest_attempts(rest, client.job_id).values()), timeout=60, what="all running")
+        wait_for_checkpoints(mini_cluster, client.job_id, 2)
+        before = rest_attempts(rest, client.job_id)
+        assert len(before) == 12
+        victim = tms[0]
+        victim_subtasks = {k for k, (_, _, tm) in before.items() if tm == victim.tm_id}
+        assert victim_subtasks and len({i for _, i in victim_subtasks}) == 1, f"one pipeline per TaskManager: {victim_subtasks}"
+        os.kill(victim.pid, signal.SIGKILL)
+        wait_until(lambda: JobStatus(rest.job_details(client.job_id).state).is_globally_terminal, timeout=120, what="the job ended")
+        after = rest_attempts(rest, client.job_id)
+        assert JobStatus(rest.job_details(client.job_id).state) is JobStatus.FINISHED
     restarted = {k for k in after if after[k][0] > before[k][0]}
     assert restarted == victim_subtasks, f"restarted {restarted}, lost {victim_subtasks}"
     assert_exactly_once(tmp_path / "out", n)
