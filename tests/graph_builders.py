@@ -72,7 +72,7 @@ def union(*inputs: Transformation) -> UnionTransformation:
 
 
 def _op(node_id: int, name: str) -> ChainedOperator:
-    return ChainedOperator(node_id=node_id, name=name, operator_factory=b"x")
+    return ChainedOperator(node_id=node_id, name=name, operator_id=f"node-{node_id}", operator_factory=b"x")
 
 
 def hand_made_job_graph(

@@ -106,6 +106,13 @@ class CheckpointBarrier:
     checkpoint_id: int
     timestamp: int
     mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
+    # a savepoint's Delta table: every task writes its state files there (Flink: the target
+    # location in CheckpointOptions); None = the job's checkpoint table
+    target_location: str | None = None
+
+    @property
+    def is_savepoint(self) -> bool:
+        return self.target_location is not None
 
 
 @dataclass
@@ -194,4 +201,7 @@ CHECKPOINT_TOLERABLE_FAILURES_KEY = "execution.checkpointing.tolerable-failed-ch
 CHECKPOINT_MAX_CONCURRENT_KEY = "execution.checkpointing.max-concurrent-checkpoints"
 CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
 CHECKPOINTS_RETAINED_KEY = "state.checkpoints.num-retained"
+SAVEPOINTS_DIR_KEY = "state.savepoints.dir"  # Flink's key; default <warehouse>/_savepoints/<job name>
+SAVEPOINT_PATH_KEY = "execution.savepoint.path"  # restore the job from this savepoint (run -s)
+SAVEPOINT_IGNORE_UNCLAIMED_KEY = "execution.savepoint.ignore-unclaimed-state"  # --allow-non-restored-state
 STATE_BACKEND_KEY = "state.backend.type"

@@ -72,3 +72,18 @@ class UserCodeError(MillraceError):
 class StorageError(MillraceError):
     """A Delta table operation failed; nothing was committed."""
 
+
+
+class CheckpointError(MillraceError):
+    """A checkpoint or savepoint could not be taken (not every task runs, declined, expired, not committed)."""
+
+
+class JobNotRunningError(MillraceError):
+    """The job exists but is not in a state that allows the request (e.g. a savepoint of an ended job)."""
+
+
+class UnknownTriggerError(MillraceError, KeyError):
+    """No savepoint trigger with that id is known for the job."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -58,6 +58,8 @@ class ChainedOperator(_Model):
     node_id: int
     name: str
     uid: str | None = None
+    # the id state is stored under in checkpoints and savepoints: stable across builds and chaining
+    operator_id: str
     operator_factory: bytes  # cloudpickle of a zero-arg callable returning a StreamOperator
     num_inputs: int = 1
     is_source: bool = False

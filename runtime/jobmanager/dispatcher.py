@@ -4,13 +4,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 from dataclasses import dataclass, field
 
 import cloudpickle
 import pydantic
 
-from runtime.core.errors import UnknownJobError
+from runtime.core.errors import JobNotRunningError, UnknownJobError, UnknownTriggerError
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.validation import JobGraphValidationError, validate_job_graph
@@ -35,6 +36,7 @@ class JobEntry:
     result: m.JobResultMessage | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     history: list[tuple[JobStatus, float, str | None]] = field(default_factory=list)
+    savepoints: dict[str, m.SavepointStatus] = field(default_factory=dict)  # trigger id -> status (Flink: the REST trigger cache)
 
 
 class Dispatcher(RpcEndpoint):
@@ -173,6 +175,40 @@ class Dispatcher(RpcEndpoint):
             return m.Ack(ok=False, message=f"job {msg.job_id} already ended {entry.result.status.name}")
         await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
         return m.Ack()
+
+    @rpc_method
+    async def trigger_savepoint(self, msg: m.TriggerSavepoint) -> m.SavepointTriggerId:
+        """Start a savepoint (or stop-with-savepoint); poll `request_savepoint_status` with the trigger id."""
+        entry = self._entry(msg.job_id)
+        if entry.result is not None:
+            raise JobNotRunningError(f"job {msg.job_id} already ended {entry.result.status.name}: no savepoint")
+        if entry.status is not JobStatus.RUNNING:
+            raise JobNotRunningError(f"job {msg.job_id} is {entry.status.name}: savepoints need a RUNNING job")
+        trigger_id = uuid.uuid4().hex
+        entry.savepoints[trigger_id] = m.SavepointStatus(job_id=msg.job_id, trigger_id=trigger_id, status="IN_PROGRESS")
+        asyncio.get_running_loop().create_task(self._run_savepoint(entry, trigger_id, msg))
+        return m.SavepointTriggerId(job_id=msg.job_id, trigger_id=trigger_id)
+
+    async def _run_savepoint(self, entry: JobEntry, trigger_id: str, msg: m.TriggerSavepoint) -> None:
+        kind = "stop-with-savepoint" if msg.stop else "savepoint"
+        try:
+            # the JobMaster bounds it by the checkpoint timeout; this only guards against a lost reply
+            loc: m.SavepointLocation = await self.rpc.gateway(entry.job_master.endpoint_id).trigger_savepoint(msg, timeout=24 * 3600)
+            entry.savepoints[trigger_id] = m.SavepointStatus(job_id=msg.job_id, trigger_id=trigger_id, status="COMPLETED", location=loc.location)
+            log.info("[Dispatcher] job %s: %s completed at %s", msg.job_id, kind, loc.location)
+        except Exception as e:  # noqa: BLE001 - reported to whoever polls the trigger
+            entry.savepoints[trigger_id] = m.SavepointStatus(
+                job_id=msg.job_id, trigger_id=trigger_id, status="FAILED", failure=m.ErrorInfo.from_exception(e)
+            )
+            log.warning("[Dispatcher] job %s: %s failed: %s", msg.job_id, kind, e)
+
+    @rpc_method
+    async def request_savepoint_status(self, msg: m.SavepointStatusRequest) -> m.SavepointStatus:
+        entry = self._entry(msg.job_id)
+        status = entry.savepoints.get(msg.trigger_id)
+        if status is None:
+            raise UnknownTriggerError(f"job {msg.job_id} has no savepoint trigger {msg.trigger_id!r}")
+        return status
 
     @rpc_method
     async def list_jobs(self, msg: m.Empty | None = None) -> m.JobList:

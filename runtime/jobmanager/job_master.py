@@ -141,6 +141,11 @@ class JobMaster(RpcEndpoint):
         cid = await cc.trigger_checkpoint()
         return m.Ack(ok=cid is not None, message=str(cid) if cid is not None else "not triggered now")
 
+    @rpc_method
+    async def trigger_savepoint(self, msg: m.TriggerSavepoint) -> m.SavepointLocation:
+        """Returns when the savepoint is committed (and, with `stop`, the job is ending); raises if it failed."""
+        return await self.scheduler.trigger_savepoint(msg.target_directory, msg.stop, msg.drain)
+
     # --- coordinators -------------------------------------------------------------------------
     @rpc_method
     async def send_operator_event(self, msg: m.OperatorEventMessage) -> m.Ack:

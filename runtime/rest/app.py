@@ -76,8 +76,10 @@ def _describe_validation(errors: list[dict[str, Any]], what: str) -> str:
 
 def _remote_status(message: str) -> int:
     """Errors raised in another process arrive as RpcError('<Type>: <message>'): keep their meaning."""
-    if message.startswith("UnknownJobError"):
+    if message.startswith(("UnknownJobError", "UnknownTriggerError")):
         return 404
+    if message.startswith(("JobNotRunningError", "CheckpointError")):
+        return 409
     if message.startswith(("JobSubmissionError", "ValueError", "JobGraphValidationError")):
         return 400
     return 503

@@ -46,8 +46,10 @@ class TaskRestore(_Model):
     """Where a restarted or restored task finds its state (Flink: JobManagerTaskRestore)."""
 
     checkpoint_id: int
-    # operator_state_id -> state files (relative to checkpoint_dir) of every subtask of that operator
+    # operator id -> state files (relative to the state table) of every subtask of that operator
     operator_files: dict[str, list[str]] = Field(default_factory=dict)
+    # the table holding those files: a savepoint's, or None for the job's checkpoint table
+    state_dir: str | None = None
 
 
 class TaskDeploymentDescriptor(_Model):

@@ -236,12 +236,58 @@ class TaskStateSnapshot(Message):
         return sum(f.size for f in self.files)
 
 
+class SavepointOptions(Message):
+    """What makes a triggered checkpoint a savepoint (Flink: CheckpointOptions of type SAVEPOINT)."""
+
+    target: str  # the savepoint's Delta table; every task writes its state files there
+    # stop-with-savepoint: sources emit nothing after the barrier (and, with drain, a MAX watermark
+    # before it); the job ends once the savepoint completes, or goes on if it fails
+    stop: bool = False
+    drain: bool = False
+
+
 class TriggerCheckpoint(Message):
     job_id: str
     execution_attempt_id: str
     checkpoint_id: int
     timestamp_ms: int
     mode: str = "EXACTLY_ONCE"
+    savepoint: SavepointOptions | None = None
+
+
+class TriggerSavepoint(Message):
+    """Client -> Dispatcher -> JobMaster (Flink: triggerSavepoint / stopWithSavepoint)."""
+
+    job_id: str
+    target_directory: str | None = None  # None: state.savepoints.dir, else <warehouse>/_savepoints/<job name>
+    stop: bool = False
+    drain: bool = False
+
+
+class SavepointTriggerId(Message):
+    job_id: str
+    trigger_id: str
+
+
+class SavepointStatusRequest(Message):
+    job_id: str
+    trigger_id: str
+
+
+class SavepointStatus(Message):
+    """Flink's AsynchronousOperationResult of a savepoint: IN_PROGRESS, then COMPLETED with the
+    location or FAILED with the cause."""
+
+    job_id: str
+    trigger_id: str
+    status: str  # IN_PROGRESS | COMPLETED | FAILED
+    location: str | None = None
+    failure: ErrorInfo | None = None
+
+
+class SavepointLocation(Message):
+    location: str
+    checkpoint_id: int
 
 
 class AcknowledgeCheckpoint(Message):

@@ -53,8 +53,10 @@ class CheckpointMetadata(BaseModel):
     operator_files: dict[str, list[str]]  # operator_id -> files that hold rows of that operator
     committables: dict[str, list[bytes]]  # operator_id -> per subtask (subtask order) pickled committables
     parallelism: dict[str, int] = Field(default_factory=dict)  # operator_id -> parallelism when written
+    max_parallelism: dict[str, int] = Field(default_factory=dict)  # operator_id -> max parallelism (key groups)
     state_size: int = 0
     duration_ms: int = 0
+    location: str | None = None  # a savepoint's table (the path `run -s` takes); None for a checkpoint
 
 
 class CheckpointStore:

@@ -24,7 +24,6 @@ from runtime.core.checkpoint import (
     StateInitializationContext,
     copy_on_write_snapshot,
     mark_forked_snapshot_writer,
-    operator_state_id,
 )
 from runtime.core.durations import parse_duration_ms
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
@@ -40,6 +39,7 @@ from runtime.rpc.messages import (
     DeclineCheckpoint,
     ErrorInfo,
     OperatorEventMessage,
+    SavepointOptions,
     StateFileHandle,
     TaskExecutionStateUpdate,
     TaskMetricsSnapshot,
@@ -125,6 +125,7 @@ class Task:
         self._interrupter = TaskInterrupter()
         # work for the task thread from other threads (checkpoint triggers, notifications): run between inputs
         self._control: collections.deque[Callable[[], None]] = collections.deque()
+        self._held_for_savepoint: int | None = None  # a source after a stop-with-savepoint barrier
         self._chain: OperatorChain | None = None
         self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
         self._barrier_handler: Any = None
@@ -338,6 +339,9 @@ class Task:
             mailbox.run_due()
             if control:
                 self._run_control()
+            if self._held_for_savepoint is not None:  # nothing may follow a stop-with-savepoint barrier
+                time.sleep(0.005)
+                continue
             try:
                 status = src.emit_next()  # type: ignore[attr-defined]
             except BaseException as e:
@@ -410,13 +414,14 @@ class Task:
         restore = tdd.task_restore
         kgr = compute_key_group_range_for_operator_index(tdd.max_parallelism, tdd.parallelism, tdd.subtask_index)
         for spec in tdd.operators:
-            op_id = operator_state_id(spec.uid, spec.node_id)
+            op_id = spec.operator_id
             files = restore.operator_files.get(op_id) if restore is not None else None
             if files:
                 from runtime.storage.state_files import read_operator_state  # pyarrow only; not for every task
 
-                assert tdd.checkpoint_dir is not None
-                ctx = read_operator_state(tdd.checkpoint_dir, files, op_id, kgr, tdd.subtask_index, tdd.parallelism)
+                state_dir = restore.state_dir or tdd.checkpoint_dir  # type: ignore[union-attr]
+                assert state_dir is not None
+                ctx = read_operator_state(state_dir, files, op_id, kgr, tdd.subtask_index, tdd.parallelism)
                 ctx.restored_checkpoint_id = restore.checkpoint_id  # type: ignore[union-attr]
             else:
                 ctx = StateInitializationContext(restored_checkpoint_id=restore.checkpoint_id if restore is not None else None)
@@ -436,19 +441,38 @@ class Task:
         while self._control:
             self._control.popleft()()
 
-    def trigger_checkpoint(self, checkpoint_id: int, timestamp_ms: int, mode: str) -> bool:
+    def trigger_checkpoint(self, checkpoint_id: int, timestamp_ms: int, mode: str, savepoint: SavepointOptions | None = None) -> bool:
         """Any thread: a source task injects barrier `checkpoint_id` at its next step. False: not running."""
         if self.machine.state is not ExecutionState.RUNNING or self._canceled.is_set():
             return False
-        barrier = CheckpointBarrier(checkpoint_id, timestamp_ms, CheckpointingMode(mode))
-        self._control.append(lambda: self._perform_checkpoint(barrier))
+        barrier = CheckpointBarrier(checkpoint_id, timestamp_ms, CheckpointingMode(mode), savepoint.target if savepoint else None)
+        if savepoint is not None and savepoint.stop:
+            self._control.append(lambda: self._stop_with_savepoint(barrier, savepoint.drain))
+        else:
+            self._control.append(lambda: self._perform_checkpoint(barrier))
         return True
+
+    def _stop_with_savepoint(self, barrier: CheckpointBarrier, drain: bool) -> None:
+        """Task thread of a source: (drain: a MAX watermark, so every event-time window fires), the
+        barrier, then nothing more until the savepoint completes (the JobMaster then ends the job)
+        or aborts (the source goes on)."""
+        chain = self._chain
+        if chain is not None and drain:
+            for member in chain.sources:
+                assert member.operator.output is not None
+                member.operator.output.emit_watermark(Watermark(MAX_TIMESTAMP))
+        self._perform_checkpoint(barrier)
+        self._held_for_savepoint = barrier.checkpoint_id
+        self.log.info("stop-with-savepoint %d: the source holds until the savepoint completes", barrier.checkpoint_id)
 
     def notify_checkpoint(self, checkpoint_id: int, completed: bool) -> None:
         """Any thread: checkpoint complete or aborted; operators hear it on the task thread."""
         self._control.append(lambda: self._notify_operators(checkpoint_id, completed))
 
     def _notify_operators(self, checkpoint_id: int, completed: bool) -> None:
+        if not completed and checkpoint_id == self._held_for_savepoint:
+            self._held_for_savepoint = None  # the stop failed: the job goes on
+            self.log.info("stop-with-savepoint %d aborted: the source resumes", checkpoint_id)
         chain = self._chain
         if chain is None:
             return
@@ -468,6 +492,7 @@ class Task:
             self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running", counts_as_failure=False)
             return
         t0 = time.monotonic()
+        state_dir = barrier.target_location or self.tdd.checkpoint_dir  # a savepoint's own table, or the job's
         since_trigger_ms = int(time.time() * 1000) - barrier.timestamp  # wall clocks (one machine or NTP), as Flink
         snapshots: dict[str, OperatorSnapshot] = {}
         fork = self._fork_snapshots
@@ -475,12 +500,12 @@ class Task:
             for spec in self.tdd.operators:
                 snap = chain._guard(spec.name, chain.operator(spec.node_id).snapshot_state, barrier.checkpoint_id)
                 if snap is not None:
-                    snapshots[operator_state_id(spec.uid, spec.node_id)] = snap
+                    snapshots[spec.operator_id] = snap
         for w in self._writers:
             w.broadcast_event(barrier)  # records before the barrier are flushed before it
         # fork here, on the task thread, so the child's copy-on-write image is a consistent state
         try:
-            child = self._fork_snapshot_writer(barrier.checkpoint_id, snapshots) if fork else None
+            child = self._fork_snapshot_writer(barrier.checkpoint_id, snapshots, state_dir) if fork else None
         except MillraceError as e:
             self.log.warning("%s", e)
             self._decline(barrier.checkpoint_id, str(e))
@@ -490,7 +515,7 @@ class Task:
         if self._snapshot_thread is None:
             self._snapshot_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{self.tdd.task_name_with_subtask}")
         start_delay_ms = max(0, since_trigger_ms - alignment_ms)  # until the first barrier arrived
-        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, sync_ms, alignment_ms, child, start_delay_ms)
+        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, state_dir, sync_ms, alignment_ms, child, start_delay_ms)
 
     @property
     def _fork_snapshots(self) -> bool:
@@ -498,7 +523,7 @@ class Task:
         mode = (self.tdd.config.get(SNAPSHOT_ASYNC_MODE_KEY) or ("fork" if hasattr(os, "fork") else "thread")).lower()
         return mode == "fork" and hasattr(os, "fork")
 
-    def _fork_snapshot_writer(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot]) -> tuple[int, int] | None:
+    def _fork_snapshot_writer(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], state_dir: str | None) -> tuple[int, int] | None:
         """Serialise and write the state file in a forked child (its own core, no GIL shared with this task).
 
         Like Redis' BGSAVE: the child sees the state as it was at the fork (copy-on-write) while
@@ -506,7 +531,7 @@ class Task:
         there is nothing to write. A failed fork fails the snapshot (the state was not pinned).
         """
         stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists}
-        if not stateful or self.tdd.checkpoint_dir is None:
+        if not stateful or state_dir is None:
             return None
         from runtime.storage.state_files import write_state_file  # imported before fork, not in the child
 
@@ -529,7 +554,7 @@ class Task:
                 mark_forked_snapshot_writer()
                 gc.disable()  # a collection would touch (and copy) every object
                 os.close(r)
-                handle = write_state_file(tdd.checkpoint_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
+                handle = write_state_file(state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
                 os.write(w, b"OK" + (handle.model_dump_json().encode() if handle is not None else b"null"))
                 code = 0
             except BaseException as e:  # noqa: BLE001 - reported to the parent, which declines
@@ -592,7 +617,7 @@ class Task:
         raise MillraceError(f"the snapshot writer process {pid} failed: {out[2:].decode(errors='replace') or died}")
 
     def _write_and_acknowledge(
-        self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], sync_ms: int, alignment_ms: int,
+        self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], state_dir: str | None, sync_ms: int, alignment_ms: int,
         child: tuple[int, int] | None = None, start_delay_ms: int = 0,
     ) -> None:
         """Snapshot thread: serialise and write the state file, then acknowledge (or decline) to the JobMaster."""
@@ -609,9 +634,9 @@ class Task:
             elif stateful:
                 from runtime.storage.state_files import write_state_file
 
-                if tdd.checkpoint_dir is None:
+                if state_dir is None:
                     raise MillraceError(f"task {tdd.task_name_with_subtask}: checkpoint {checkpoint_id} has no checkpoint directory")
-                handle = write_state_file(tdd.checkpoint_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
+                handle = write_state_file(state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
                 if handle is not None:
                     files.append(handle)
             ack = AcknowledgeCheckpoint(

@@ -285,7 +285,7 @@ class TaskExecutor(RpcEndpoint):
         task = self.tasks.get(msg.execution_attempt_id)
         if task is None:
             return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
-        return m.Ack(ok=task.trigger_checkpoint(msg.checkpoint_id, msg.timestamp_ms, msg.mode))
+        return m.Ack(ok=task.trigger_checkpoint(msg.checkpoint_id, msg.timestamp_ms, msg.mode, msg.savepoint))
 
     @rpc_method
     async def notify_checkpoint(self, msg: m.NotifyCheckpoint) -> m.Ack:

@@ -443,6 +443,9 @@ class DeltaSinkCoordinator:
                     self.checkpoint_commits += 1
                     log.info("Delta sink %s: committed checkpoint %d on restore (%d files)", self.sink.path, checkpoint_id, len(files))
             self._last_checkpoint = checkpoint_id
+            # restored (from a checkpoint or a savepoint, maybe of another job): the output goes
+            # on; an overwrite sink must not wipe what the restored state already stands for
+            self._any_commit = True
         if committed_version(self.sink.path, self.app_id, self.sink.storage_options) is not None:
             self._any_commit = True
         restarted = set(range(self.parallelism)) if subtasks is None else set(subtasks)

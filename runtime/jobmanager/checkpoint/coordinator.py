@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
+from runtime.core.errors import CheckpointError
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.stats import CheckpointStatsTracker
 from runtime.rpc import messages as m
@@ -41,6 +42,7 @@ class CheckpointTask:
     parallelism: int
     operator_ids: tuple[str, ...]
     is_source: bool
+    max_parallelism: int = 128
 
 
 class CheckpointHost(Protocol):
@@ -75,6 +77,8 @@ class PendingCheckpoint:
     acks: dict[str, m.AcknowledgeCheckpoint] = field(default_factory=dict)
     timeout_handle: Any = None
     discarded: bool = False
+    savepoint: m.SavepointOptions | None = None
+    done: "asyncio.Future[Any] | None" = None  # a savepoint's caller waits here: metadata, or the failure
     # every acknowledgement is in and the Delta commit is in flight: only its outcome decides now
     # (aborting here would delete files a landing commit references)
     completing: bool = False
@@ -101,6 +105,8 @@ class CheckpointCoordinator:
         self.pending: PendingCheckpoint | None = None
         self.latest_completed: Any = None  # CheckpointMetadata
         self._next_id = 1
+        self.latest_savepoint: Any = None  # CheckpointMetadata (with its location) of the newest savepoint taken or restored
+        self._savepoint_targets: dict[int, str] = {}  # savepoint id -> its table: where late acknowledgements' files go
         self._last_completion = 0.0
         self._consecutive_failures = 0
         self._periodic = False
@@ -168,6 +174,45 @@ class CheckpointCoordinator:
                 self.host.spawn(self._send_trigger(t, trigger))
         return cid
 
+    async def trigger_savepoint(self, options: m.SavepointOptions, wait_s: float = 60.0) -> Any:
+        """Take a savepoint into `options.target` and return its metadata once committed there.
+
+        It waits (up to `wait_s`) for a pending checkpoint to end first (one at a time), ignores the
+        min pause, and fails with a clear error when not every task runs. Its files live in the
+        savepoint's own Delta table (one commit, kept until disposed); like a checkpoint it is
+        committed before operator coordinators commit (the Delta sink) and tasks hear of it.
+        """
+        if self._shutdown:
+            raise CheckpointError(f"job {self.job_id} is ending: no savepoint")
+        deadline = self.clock() + wait_s
+        while self.pending is not None:
+            if self.clock() > deadline or self._shutdown:
+                raise CheckpointError(f"job {self.job_id}: checkpoint {self.pending.checkpoint_id} is still in progress; try again later")
+            await asyncio.sleep(0.02)
+        tasks = self.host.running_tasks()
+        if isinstance(tasks, str):
+            raise CheckpointError(f"job {self.job_id}: cannot take a savepoint now: {tasks}")
+        cid = self._next_id
+        self._next_id += 1
+        now = self.clock()
+        ts = int(now * 1000)
+        pending = PendingCheckpoint(cid, ts, now, {t.attempt_id: t for t in tasks}, {t.attempt_id for t in tasks}, savepoint=options)
+        pending.done = asyncio.get_running_loop().create_future()
+        self._savepoint_targets[cid] = options.target
+        self.pending = pending
+        self.stats.report_pending(cid, ts, len(tasks), is_savepoint=True)
+        pending.timeout_handle = self.host.call_later(
+            self.config.timeout_ms / 1000.0, lambda: self.host.spawn(self._abort(cid, f"savepoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)"))
+        )
+        self._log(logging.INFO, "triggering savepoint %d into %s%s", cid, options.target, " (stop, drain)" if options.drain else " (stop)" if options.stop else "")
+        for t in tasks:
+            if t.is_source:
+                trigger = m.TriggerCheckpoint(
+                    job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=self.config.mode.value, savepoint=options
+                )
+                self.host.spawn(self._send_trigger(t, trigger))
+        return await pending.done
+
     async def _send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
         try:
             await self.host.send_trigger(task, msg)
@@ -181,7 +226,10 @@ class CheckpointCoordinator:
             # late or unknown: its files belong to no checkpoint
             self._log(logging.DEBUG, "late or unknown acknowledgement of checkpoint %d", msg.checkpoint_id)
             files = [f.path for f in msg.state.files]
-            if files:
+            target = self._savepoint_targets.get(msg.checkpoint_id)
+            if files and target is not None:
+                self.host.spawn(self._run_io(self.store.discard_savepoint, target, files))
+            elif files:
                 self.host.spawn(self._run_io(self.store.discard, files))
             return
         if msg.execution_attempt_id not in p.not_yet_acknowledged:
@@ -200,23 +248,35 @@ class CheckpointCoordinator:
             p.timeout_handle.cancel()
         p.completing = True
         metadata = self.store.metadata_for(p, self.clock())
+        kind = "savepoint" if p.savepoint else "checkpoint"
         try:
-            await self._run_io(self.store.add, metadata)
+            if p.savepoint is not None:
+                metadata = metadata.model_copy(update={"is_savepoint": True, "location": p.savepoint.target})
+                await self._run_io(self.store.add_savepoint, p.savepoint.target, metadata)
+            else:
+                await self._run_io(self.store.add, metadata)
         except Exception as e:  # noqa: BLE001 - the checkpoint does not exist; its files go
-            self._log(logging.WARNING, "completing checkpoint %d failed: %s", p.checkpoint_id, e)
-            await self._discard(p, f"checkpoint {p.checkpoint_id} could not be committed to Delta: {e}", count_failure=True)
+            self._log(logging.WARNING, "completing %s %d failed: %s", kind, p.checkpoint_id, e)
+            await self._discard(p, f"{kind} {p.checkpoint_id} could not be committed to Delta: {e}", count_failure=p.savepoint is None)
             return
         if self.pending is p:
             self.pending = None
-        self.latest_completed = metadata
         self._last_completion = self.clock()
-        self._consecutive_failures = 0
-        self.stats.report_completed(p.checkpoint_id, metadata, self.store.table_uri)
-        self._log(logging.INFO, "completed checkpoint %d (%d bytes, %d ms)", p.checkpoint_id, metadata.state_size, metadata.duration_ms)
+        if p.savepoint is not None:
+            self.latest_savepoint = metadata  # newer than every checkpoint: a failover restores from it
+        else:
+            self.latest_completed = metadata
+            self._consecutive_failures = 0
+        self.stats.report_completed(p.checkpoint_id, metadata, p.savepoint.target if p.savepoint else self.store.table_uri)
+        self._log(logging.INFO, "completed %s %d (%d bytes, %d ms)", kind, p.checkpoint_id, metadata.state_size, metadata.duration_ms)
         for t in p.tasks.values():
             note = m.NotifyCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=p.checkpoint_id, completed=True)
             self.host.spawn(self._notify(t, note))
-        await self.host.on_checkpoint_completed(metadata)
+        try:
+            await self.host.on_checkpoint_completed(metadata)
+        finally:
+            if p.done is not None and not p.done.done():
+                p.done.set_result(metadata)
 
     async def _notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None:
         try:
@@ -240,11 +300,17 @@ class CheckpointCoordinator:
         self.stats.report_failed(checkpoint_id, reason)
         self._log(logging.WARNING, "checkpoint %d aborted: %s", checkpoint_id, reason)
         files = p.files()
-        if files:
+        if files or p.savepoint is not None:
             try:
-                await self._run_io(self.store.discard, files)
+                if p.savepoint is not None:  # nothing was committed there: the savepoint's folder goes
+                    await self._run_io(self.store.discard_savepoint, p.savepoint.target, files)
+                else:
+                    await self._run_io(self.store.discard, files)
             except Exception as e:  # noqa: BLE001
                 self._log(logging.WARNING, "could not delete the files of aborted checkpoint %d: %s", checkpoint_id, e)
+        if p.done is not None and not p.done.done():
+            p.done.set_exception(CheckpointError(reason))
+            count_failure = False  # a failed savepoint is the caller's error to handle, not a checkpoint failure
         for t in p.tasks.values():
             note = m.NotifyCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=checkpoint_id, completed=False)
             self.host.spawn(self._notify(t, note))
@@ -268,13 +334,27 @@ class CheckpointCoordinator:
 
     # --- restore --------------------------------------------------------------------------------
     async def latest_for_restore(self) -> Any:
-        """The newest completed checkpoint (Delta is the truth: a commit that landed but whose reply was lost counts)."""
+        """The newest completed checkpoint or savepoint (Delta is the truth for checkpoints: a commit
+        that landed but whose reply was lost counts). A savepoint newer than every checkpoint wins:
+        its sink commits happened, so restoring an older checkpoint would replay them."""
         latest = await self._run_io(self.store.latest)
+        sp = self.latest_savepoint
+        if sp is not None and (latest is None or sp.checkpoint_id > latest.checkpoint_id):
+            self._next_id = max(self._next_id, sp.checkpoint_id + 1)
+            self.stats.report_restored(sp.checkpoint_id)
+            return sp
         if latest is not None:
             self.latest_completed = latest
             self._next_id = max(self._next_id, latest.checkpoint_id + 1)
             self.stats.report_restored(latest.checkpoint_id)
         return latest
+
+    def restore_from_savepoint(self, savepoint: Any) -> None:
+        """The job starts from a savepoint (run -s): ids continue after it, a failover before the
+        first checkpoint restores it again."""
+        self.latest_savepoint = savepoint
+        self._next_id = max(self._next_id, savepoint.checkpoint_id + 1)
+        self.stats.report_restored(savepoint.checkpoint_id)
 
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Blocking work that must be ordered with checkpoint commits (e.g. a sink's commit on restore)."""

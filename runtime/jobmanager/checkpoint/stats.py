@@ -60,8 +60,8 @@ class CheckpointStatsTracker:
 
         return int(time.time() * 1000)
 
-    def report_pending(self, cid: int, trigger_ts: int, num_subtasks: int) -> None:
-        e = CheckpointStatsEntry(id=cid, status="IN_PROGRESS", trigger_timestamp=trigger_ts, num_subtasks=num_subtasks)
+    def report_pending(self, cid: int, trigger_ts: int, num_subtasks: int, is_savepoint: bool = False) -> None:
+        e = CheckpointStatsEntry(id=cid, status="IN_PROGRESS", is_savepoint=is_savepoint, trigger_timestamp=trigger_ts, num_subtasks=num_subtasks)
         self._history.appendleft(e)
         self._by_id = {x.id: x for x in self._history}
         self.counts.total += 1

@@ -23,10 +23,12 @@ class CompletedCheckpointStore:
         operator_files: dict[str, list[str]] = {}
         committables: dict[str, dict[int, bytes]] = {}
         parallelism: dict[str, int] = {}
+        max_parallelism: dict[str, int] = {}
         for attempt, ack in pending.acks.items():
             task = pending.tasks[attempt]
             for op in task.operator_ids:
                 parallelism[op] = task.parallelism
+                max_parallelism[op] = task.max_parallelism
             for f in ack.state.files:
                 files.append(f)
                 for op in f.operator_ids:
@@ -42,12 +44,23 @@ class CompletedCheckpointStore:
             operator_files={op: sorted(paths) for op, paths in operator_files.items()},
             committables={op: [by_subtask[i] for i in sorted(by_subtask)] for op, by_subtask in committables.items()},
             parallelism=parallelism,
+            max_parallelism=max_parallelism,
             state_size=sum(f.size for f in files),
             duration_ms=int(now * 1000) - pending.timestamp_ms,
         )
 
     def add(self, metadata: CheckpointMetadata) -> int:
         return self._store.commit(metadata)
+
+    def add_savepoint(self, location: str, metadata: CheckpointMetadata) -> int:
+        from runtime.storage.savepoints import commit_savepoint
+
+        return commit_savepoint(location, metadata)
+
+    def discard_savepoint(self, location: str, files: list[str]) -> None:
+        from runtime.storage.savepoints import discard_savepoint
+
+        discard_savepoint(location, files)
 
     def latest(self) -> CheckpointMetadata | None:
         return self._store.latest()

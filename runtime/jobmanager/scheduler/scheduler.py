@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import cloudpickle
 
-from runtime.core.checkpoint import operator_state_id
-from runtime.core.errors import NoResourceAvailableError
+from runtime.core.checkpoint import SAVEPOINT_IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY, SAVEPOINTS_DIR_KEY
+from runtime.core.errors import CheckpointError, InvalidProgramError, NoResourceAvailableError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, job_status_machine
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID
-from runtime.graph.job_graph import JobGraph
+from runtime.graph.job_graph import JobGraph, JobType
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.jobmanager.deployment import build_tdd
@@ -94,6 +94,7 @@ class Scheduler:
         self.end_time: float | None = None
         self.deployed = False  # the first deployment happened
         self.finishing = False
+        self.stopping = False  # a stop-with-savepoint completed: tasks are being ended, the job FINISHES
         self._waiting: list[ExecutionVertexID] = []  # scheduled, waiting for slots
         self._waiting_since = 0
         self._pending_restart: set[ExecutionVertexID] = set()
@@ -115,11 +116,13 @@ class Scheduler:
             return  # cancelled before it started
         try:
             self._start_coordinators()
-            if self.checkpoint_config.enabled:
+            if self.checkpoint_config.enabled or self.job_graph.job_type is JobType.STREAMING:
+                # streaming jobs always get a coordinator: savepoints need it even without periodic checkpoints
                 from runtime.jobmanager.checkpoint.store import CompletedCheckpointStore  # storage: only when checkpointing
 
                 store = CompletedCheckpointStore(self.job_id, self.checkpoint_config.table_uri, self.checkpoint_config.num_retained)
                 self.checkpoints = CheckpointCoordinator(self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock)
+            await self._restore_savepoint()
         except Exception as e:  # noqa: BLE001 - e.g. the sink's module cannot be imported here
             self._fail_job(m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None)))
             return
@@ -142,6 +145,40 @@ class Scheduler:
         if not ack.ok:
             raise NoResourceAvailableError(ack.message)
 
+    async def _restore_savepoint(self) -> None:
+        """`execution.savepoint.path` (run -s): validate the savepoint against this program, then
+        restore every task and operator coordinator from it (Flink: StateAssignmentOperation)."""
+        path = self.job_graph.config.get(SAVEPOINT_PATH_KEY)
+        if not path:
+            return
+        from runtime.storage.savepoints import read_savepoint
+
+        sp = await self._run_io(read_savepoint, path)
+        allow_non_restored = str(self.job_graph.config.get(SAVEPOINT_IGNORE_UNCLAIMED_KEY, "false")).strip().lower() == "true"
+        ops = {op.operator_id: (op, jv) for jv in self.job_graph.vertices for op in jv.operators}
+        with_state = set(sp.operator_files) | {op for op, c in sp.committables.items() if c}
+        for op_id in sorted(with_state - set(ops)):
+            if not allow_non_restored:
+                raise InvalidProgramError(
+                    f"cannot restore savepoint {path}: it holds state of operator {op_id!r}, which is not in this program "
+                    f"(give the operator its old uid, or pass --allow-non-restored-state to drop that state)"
+                )
+            self._log(logging.WARNING, "savepoint %s: state of operator %r is not restored (not in this program)", path, op_id)
+        for op_id in sorted(with_state & set(ops)):
+            old = sp.max_parallelism.get(op_id)
+            op, jv = ops[op_id]
+            if old is not None and old != jv.max_parallelism:
+                raise InvalidProgramError(
+                    f"cannot restore savepoint {path}: operator '{op.name}' ({op_id!r}) was written with max parallelism {old}, "
+                    f"this program has {jv.max_parallelism}; keyed state cannot move to another number of key groups"
+                )
+        self._restored_checkpoint = sp
+        if self.checkpoints is not None:
+            self.checkpoints.restore_from_savepoint(sp)
+        self._log(logging.INFO, "restoring from savepoint %d at %s", sp.checkpoint_id, path)
+        everything = {v.id for v in self.eg.all_vertices()}
+        await self._reset_coordinators(everything)
+
     def _start_coordinators(self) -> None:
         for jv in self.job_graph.vertices:
             for op in jv.operators:
@@ -155,7 +192,7 @@ class Scheduler:
                         raise
                     self.coordinators[op.node_id] = coord
                     self.coordinator_names[op.node_id] = op.name
-                    self._coordinator_ops[op.node_id] = operator_state_id(op.uid, op.node_id)
+                    self._coordinator_ops[op.node_id] = op.operator_id
 
     # --- scheduling and deployment -----------------------------------------------------------------
     def _schedule(self, vertices: list[ExecutionVertexID]) -> None:
@@ -199,10 +236,10 @@ class Scheduler:
             return None
         files = {}
         for op in ev.job_vertex.operators:
-            op_id = operator_state_id(op.uid, op.node_id)
+            op_id = op.operator_id
             if op_id in cp.operator_files:
                 files[op_id] = list(cp.operator_files[op_id])
-        return TaskRestore(checkpoint_id=cp.checkpoint_id, operator_files=files)
+        return TaskRestore(checkpoint_id=cp.checkpoint_id, operator_files=files, state_dir=getattr(cp, "location", None))
 
     async def _deploy(self, ev: ExecutionVertex) -> None:
         ex = ev.current_execution
@@ -486,6 +523,10 @@ class Scheduler:
 
     def _check_terminal(self) -> None:
         st = self.status.state
+        if self.stopping and st is JobStatus.RUNNING:
+            if all(ev.execution_state.is_terminal for ev in self.eg.all_vertices()):
+                self._finalize(JobStatus.FINISHED)
+            return
         if st not in (JobStatus.FAILING, JobStatus.CANCELLING):
             return
         if all(ev.execution_state.is_terminal for ev in self.eg.all_vertices()):
@@ -498,7 +539,7 @@ class Scheduler:
         )
 
     def on_all_running(self) -> None:
-        if self.checkpoints is not None and self.all_tasks_running():
+        if self.checkpoints is not None and self.checkpoint_config.enabled and self.all_tasks_running():
             self.checkpoints.start_periodic()
 
     async def on_checkpoint_completed(self, checkpoint: Any) -> None:
@@ -516,6 +557,39 @@ class Scheduler:
                 if self.status.state is JobStatus.RUNNING and not self.finishing:
                     self._handle_failure([], err, global_failure=True)
                 return
+
+    # --- savepoints (Flink: SchedulerBase.triggerSavepoint / stopWithSavepoint) -----------------------
+    async def trigger_savepoint(self, target_directory: str | None, stop: bool, drain: bool) -> m.SavepointLocation:
+        """Take a savepoint; with `stop`, end the job (FINISHED) once it completed and its sinks committed.
+
+        A failed savepoint leaves no commit and the job running (a stopping job's sources resume).
+        """
+        if self.checkpoints is None or self.status.state is not JobStatus.RUNNING or self.finishing:
+            raise CheckpointError(f"job {self.job_id} is {self.status.state.name}{' and finishing' if self.finishing else ''}: savepoints need a running streaming job")
+        from runtime.storage.savepoints import default_savepoints_base, new_savepoint_location
+
+        base = target_directory or self.job_graph.config.get(SAVEPOINTS_DIR_KEY) or default_savepoints_base(self.job_graph.job_name)
+        location = new_savepoint_location(base, self.job_id)
+        meta = await self.checkpoints.trigger_savepoint(m.SavepointOptions(target=location, stop=stop, drain=drain))
+        if stop:
+            self._stop_after_savepoint(meta.checkpoint_id)
+        return m.SavepointLocation(location=location, checkpoint_id=meta.checkpoint_id)
+
+    def _stop_after_savepoint(self, savepoint_id: int) -> None:
+        """The stop-with-savepoint completed (sinks committed it, sources hold after its barrier):
+        end every task; the job FINISHES without draining anything more (Flink: stop without
+        --drain ends in FINISHED, state in the savepoint)."""
+        if self.status.state is not JobStatus.RUNNING or self.finishing:
+            return
+        self._log(logging.INFO, "stopped with savepoint %d: ending every task", savepoint_id)
+        self.stopping = self.finishing = True  # failures and TaskManager losses no longer matter
+        self._pending_restart.clear()
+        self._waiting = []
+        if self.checkpoints is not None:
+            self.checkpoints.stop_periodic()
+        self.host.spawn(self.declare_slots(0))
+        self._cancel_all()
+        self._check_terminal()
 
     # --- end of the job -----------------------------------------------------------------------------
     async def _finish_job(self) -> None:
@@ -699,8 +773,9 @@ class _CheckpointHost:
                     vertex_id=jv.id,
                     subtask_index=ev.subtask_index,
                     parallelism=jv.parallelism,
-                    operator_ids=tuple(operator_state_id(op.uid, op.node_id) for op in jv.operators),
+                    operator_ids=tuple(op.operator_id for op in jv.operators),
                     is_source=not jv.inputs,
+                    max_parallelism=jv.max_parallelism,
                 )
             )
         return out

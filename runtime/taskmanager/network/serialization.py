@@ -14,7 +14,9 @@ Watermark: code 3 + int64. EndOfPartition: code 4, no body. Further event types 
 in [16, 255] with `register_event_type`; CheckpointBarrier is registered here with code 16 and a
 compact body (Flink: EventSerializer's CheckpointBarrier layout, minus the options we do not have):
 
-    [16 u8][checkpoint_id i64][timestamp i64][mode u8: 0 EXACTLY_ONCE, 1 AT_LEAST_ONCE]
+    [16 u8][checkpoint_id i64][timestamp i64][mode u8: 0 EXACTLY_ONCE, 1 AT_LEAST_ONCE][target location utf-8]
+
+The target location (a savepoint's table) is empty for a checkpoint.
 
 Security: decoding unpickles. Only call `decode` on payloads from a peer that passed the
 cluster-secret handshake (runtime.rpc.auth); the data server never decodes anything.
@@ -188,17 +190,21 @@ _MODES = {v: k for k, v in _MODE_CODES.items()}
 
 
 def _encode_barrier(b: CheckpointBarrier) -> bytes:
-    return _BARRIER.pack(b.checkpoint_id, b.timestamp, _MODE_CODES[CheckpointingMode(b.mode)])
+    head = _BARRIER.pack(b.checkpoint_id, b.timestamp, _MODE_CODES[CheckpointingMode(b.mode)])
+    return head + b.target_location.encode() if b.target_location is not None else head
 
 
 def _decode_barrier(body: bytes) -> CheckpointBarrier:
-    if len(body) != _BARRIER.size:
-        raise ValueError(f"corrupt checkpoint barrier: {len(body)} body bytes, expected {_BARRIER.size}")
-    checkpoint_id, timestamp, mode = _BARRIER.unpack(body)
+    if len(body) < _BARRIER.size:
+        raise ValueError(f"corrupt checkpoint barrier: {len(body)} body bytes, expected at least {_BARRIER.size}")
+    checkpoint_id, timestamp, mode = _BARRIER.unpack_from(body)
     try:
-        return CheckpointBarrier(checkpoint_id, timestamp, _MODES[mode])
+        target = body[_BARRIER.size:].decode() or None
+        return CheckpointBarrier(checkpoint_id, timestamp, _MODES[mode], target)
     except KeyError:
         raise ValueError(f"corrupt checkpoint barrier: unknown checkpointing mode code {mode}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"corrupt checkpoint barrier: target location is not UTF-8 ({e})") from None
 
 
 register_event_type(CheckpointBarrier, CODE_CHECKPOINT_BARRIER, _encode_barrier, _decode_barrier)

@@ -1,0 +1,78 @@
+"""Savepoint tables: one savepoint = one Delta table holding ONE committed checkpoint (kept until disposed).
+
+Layout and commit are a checkpoint table's (`runtime.storage.checkpoint_store`): the tasks write
+their state files into `<location>/checkpoint_id=<id>/`, the JobMaster commits them with the
+metadata row in one Delta commit, so a savepoint is all-or-nothing. The format is canonical: the
+rows are the same whichever state backend wrote them, and either backend restores them, with any
+parallelism (key groups, list redistribution). The location is the single path `run -s` takes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import uuid
+
+from runtime.core.errors import StorageError
+from runtime.storage.checkpoint_store import CheckpointMetadata, CheckpointStore
+from runtime.storage.state_files import resolve_filesystem
+
+log = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def default_savepoints_base(job_name: str) -> str:
+    """`state.savepoints.dir` when none is set: <warehouse>/_savepoints/<job name>."""
+    warehouse = os.environ.get("MILLRACE_WAREHOUSE") or os.path.join(os.getcwd(), "warehouse")
+    return os.path.join(warehouse, "_savepoints", _UNSAFE.sub("_", job_name).strip("_") or "job")
+
+
+def new_savepoint_location(base: str, job_id: str) -> str:
+    """A fresh savepoint table under `base` (Flink's name: savepoint-<job id prefix>-<random>)."""
+    if "://" not in base:
+        base = os.path.abspath(base)
+    return f"{base.rstrip('/')}/savepoint-{job_id[:6]}-{uuid.uuid4().hex[:12]}"
+
+
+def commit_savepoint(location: str, metadata: CheckpointMetadata) -> int:
+    """Commit a completed savepoint's files and metadata into its own table (one Delta commit)."""
+    store = CheckpointStore(location, metadata.job_id, num_retained=1)
+    if store.completed_ids():
+        raise StorageError(f"savepoint location {location} already holds a savepoint; choose another directory")
+    return store.commit(metadata.model_copy(update={"is_savepoint": True, "location": store.table_uri}))
+
+
+def read_savepoint(location: str) -> CheckpointMetadata:
+    """The savepoint (or retained checkpoint: its newest) stored in the table at `location`."""
+    store = CheckpointStore(location, "savepoint-reader")
+    try:
+        meta = store.latest()
+    except StorageError as e:
+        raise StorageError(f"cannot read the savepoint at {location}: {e}") from e
+    if meta is None:
+        raise StorageError(f"{location} holds no savepoint (no committed savepoint or checkpoint table there)")
+    return meta.model_copy(update={"location": store.table_uri})
+
+
+def discard_savepoint(location: str, files: list[str]) -> None:
+    """A savepoint that never completed: its files go, and its folder if no commit ever landed there."""
+    store = CheckpointStore(location, "savepoint-discard")
+    store.discard(files)
+    if "://" not in location and os.path.isdir(location) and not os.path.isdir(os.path.join(location, "_delta_log")):
+        shutil.rmtree(location, ignore_errors=True)
+
+
+def dispose_savepoint(location: str) -> CheckpointMetadata:
+    """Delete a savepoint (Flink: `savepoint --dispose`); refuses anything that is not a savepoint table."""
+    meta = read_savepoint(location)
+    if not meta.is_savepoint:
+        raise StorageError(f"{location} is a checkpoint table, not a savepoint: not disposed")
+    fs, root = resolve_filesystem(location)
+    try:
+        fs.delete_dir(root)
+    except Exception as e:  # noqa: BLE001 - permissions, object store errors
+        raise StorageError(f"disposing the savepoint at {location} failed: {e}") from e
+    log.info("disposed savepoint %d at %s", meta.checkpoint_id, location)
+    return meta

@@ -1,0 +1,156 @@
+"""Savepoints: trigger, stop-with-savepoint, restore with another parallelism, restore rules.
+
+Every restore is checked row for row against the plain-Python reference (the ids 0..N-1, each
+exactly once in the Delta output).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.api.common import Configuration, WatermarkStrategy
+from runtime.api.connectors.delta import DeltaSink
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.core.checkpoint import CheckpointingMode
+from runtime.core.errors import JobExecutionError, RpcError, UnknownJobError
+from runtime.core.states import JobStatus
+from runtime.deploy.minicluster import MiniCluster
+from runtime.rpc import messages as m
+from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source, read_ids, wait_for_checkpoints
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+class AddOne:
+    """A stateless step whose presence or absence changes nothing but the topology."""
+
+    def __call__(self, batch: Any) -> Any:
+        return batch
+
+
+def program(tmp_path: Path, parallelism: int, n: int, rate: int, savepoint: str | None = None, allow_non_restored: bool = False,
+            extra_map: bool = True, max_parallelism: int | None = None, interval_ms: int = 300) -> StreamExecutionEnvironment:
+    conf = Configuration()
+    conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    conf.set_string("state.savepoints.dir", str(tmp_path / "savepoints"))
+    if savepoint:
+        conf.set_string("execution.savepoint.path", savepoint)
+        conf.set_string("execution.savepoint.ignore-unclaimed-state", str(allow_non_restored).lower())
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    if max_parallelism:
+        env.set_max_parallelism(max_parallelism)
+    if interval_ms:
+        env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    stream = env.from_source(id_source(n, rate), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+    if extra_map:
+        stream = stream.map_batches(AddOne()).name("identity").uid("identity")
+    stream.sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
+    return env
+
+
+def savepoint(cluster: MiniCluster, job_id: str, stop: bool = False, drain: bool = False, target: str | None = None, timeout: float = 60) -> m.SavepointStatus:
+    gw = cluster.dispatcher_gateway()
+    trig = gw.call_sync("trigger_savepoint", m.TriggerSavepoint(job_id=job_id, stop=stop, drain=drain, target_directory=target), timeout=10)
+
+    def done() -> m.SavepointStatus | None:
+        st = gw.call_sync("request_savepoint_status", m.SavepointStatusRequest(job_id=job_id, trigger_id=trig.trigger_id), timeout=10)
+        return st if st.status != "IN_PROGRESS" else None
+
+    return wait_until(done, timeout=timeout, what="the savepoint to end")
+
+
+def delta_commits(table: str) -> int:
+    log = Path(table) / "_delta_log"
+    return len(list(log.glob("*.json"))) if log.exists() else 0
+
+
+@pytest.mark.parametrize("new_parallelism", [3, 1])
+def test_stop_with_savepoint_then_restore_with_another_parallelism_is_exactly_once(mini_cluster: MiniCluster, tmp_path: Path, new_parallelism: int) -> None:
+    n = 120_000
+    client = mini_cluster.submit(program(tmp_path, 2, n, 20_000).get_job_graph("ids-to-delta"))
+    wait_for_checkpoints(mini_cluster, client.job_id, 2)
+    st = savepoint(mini_cluster, client.job_id, stop=True)
+    assert st.status == "COMPLETED", st.failure
+    assert st.location and st.location.startswith(str(tmp_path / "savepoints"))
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    assert delta_commits(st.location) == 1  # one savepoint = one commit
+    partial = read_ids(tmp_path / "out")
+    assert 0 < len(partial) < n and len(partial) == len(set(partial))  # it stopped in the middle, every row once
+    restored = mini_cluster.submit(program(tmp_path, new_parallelism, n, 100_000, savepoint=st.location).get_job_graph("ids-to-delta"))
+    assert restored.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    assert_exactly_once(tmp_path / "out", n)
+
+
+def test_a_savepoint_leaves_the_job_running_and_marks_the_history(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    n = 60_000
+    client = mini_cluster.submit(program(tmp_path, 2, n, 15_000, interval_ms=0).get_job_graph("savepoint-no-periodic"))
+    wait_until(lambda: client.get_job_status() is JobStatus.RUNNING and _all_running(mini_cluster, client.job_id), timeout=60, what="running")
+    st = savepoint(mini_cluster, client.job_id, target=str(tmp_path / "mine"))
+    assert st.status == "COMPLETED", st.failure
+    assert st.location.startswith(str(tmp_path / "mine") + "/savepoint-")
+    assert client.get_job_status() is JobStatus.RUNNING
+    stats = mini_cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=client.job_id), timeout=10)
+    import json
+
+    history = json.loads(stats.statistics_json)["history"]
+    assert [e["is_savepoint"] for e in history if e["status"] == "COMPLETED"] == [True]
+    assert client.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    assert_exactly_once(tmp_path / "out", n)
+
+
+def _all_running(cluster: MiniCluster, job_id: str) -> bool:
+    details = cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=job_id), timeout=10)
+    return all(s.state.value == "RUNNING" for v in details.vertices for s in v.subtasks)
+
+
+def test_a_failed_savepoint_leaves_no_commit_and_the_job_running(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    n = 60_000
+    client = mini_cluster.submit(program(tmp_path, 2, n, 15_000).get_job_graph("savepoint-fails"))
+    wait_for_checkpoints(mini_cluster, client.job_id, 1)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the savepoint folder would go")
+    st = savepoint(mini_cluster, client.job_id, stop=True, target=str(blocked))
+    assert st.status == "FAILED" and st.failure is not None
+    assert blocked.read_text().startswith("a file")  # untouched
+    assert client.get_job_status() is JobStatus.RUNNING
+    assert client.get_job_execution_result(timeout=120).status is JobStatus.FINISHED  # sources resumed
+    assert_exactly_once(tmp_path / "out", n)
+
+
+def test_restore_rules_missing_operator_and_max_parallelism(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    n = 60_000
+    client = mini_cluster.submit(program(tmp_path, 2, n, 15_000).get_job_graph("rules"))
+    wait_for_checkpoints(mini_cluster, client.job_id, 1)
+    st = savepoint(mini_cluster, client.job_id, stop=True)
+    assert st.status == "COMPLETED", st.failure
+    # the sink keeps its state (uid "sink"); the map had none: removing it is fine
+    ok = mini_cluster.submit(program(tmp_path, 2, n, 100_000, savepoint=st.location, extra_map=False).get_job_graph("rules"))
+    assert ok.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    assert_exactly_once(tmp_path / "out", n)
+    # a program without the source's uid: its state cannot be mapped
+    bad = program(tmp_path, 2, n, 100_000, savepoint=st.location)
+    bad_graph = bad.get_job_graph("rules")
+    for v in bad_graph.vertices:
+        for op in v.operators:
+            if op.operator_id == "ids":
+                op.operator_id = "renamed-source"
+    with pytest.raises(JobExecutionError) as e:
+        mini_cluster.submit(bad_graph).get_job_execution_result(timeout=60)
+    assert "'ids'" in str(e.value) and "--allow-non-restored-state" in str(e.value)
+    # max parallelism changed: refused naming both values
+    with pytest.raises(JobExecutionError) as e:
+        mini_cluster.submit(program(tmp_path, 2, n, 100_000, savepoint=st.location, max_parallelism=64).get_job_graph("rules")).get_job_execution_result(timeout=60)
+    assert "max parallelism 128" in str(e.value) and "64" in str(e.value)
+
+
+def test_unknown_jobs_and_triggers_are_refused(mini_cluster: MiniCluster) -> None:
+    gw = mini_cluster.dispatcher_gateway()
+    with pytest.raises((RpcError, UnknownJobError), match="unknown job id nope"):
+        gw.call_sync("trigger_savepoint", m.TriggerSavepoint(job_id="nope"), timeout=10)
+    with pytest.raises((RpcError, UnknownJobError), match="unknown job id nope"):
+        gw.call_sync("request_savepoint_status", m.SavepointStatusRequest(job_id="nope", trigger_id="x"), timeout=10)
