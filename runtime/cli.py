@@ -1,4 +1,4 @@
-"""`millrace` command line (Flink's CLI): run, plan, list, info, cancel, cluster start|stop|status.
+"""`millrace` command line (Flink's CLI): run [-s PATH], plan, list, info, cancel, savepoint, stop, cluster start|stop|status.
 
 `millrace run JOB.py` runs a program on the embedded default (this process is the JobManager and
 Spark driver; TaskManagers run on Spark executors); with `--cluster` it submits to a session
@@ -113,7 +113,11 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
 
 
 def _job_config(args: argparse.Namespace) -> dict[str, str]:
-    return {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
+    config = {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
+    if getattr(args, "from_savepoint", None):  # Flink's keys, so a program may also set them itself
+        config["execution.savepoint.path"] = args.from_savepoint
+        config["execution.savepoint.ignore-unclaimed-state"] = "true" if args.allow_non_restored_state else "false"
+    return config
 
 
 def _cluster_config(args: argparse.Namespace, mode: str, home: Any, **extra: Any) -> Any:
@@ -402,6 +406,36 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_savepoint(args: argparse.Namespace) -> int:
+    """Flink: `flink savepoint JOB_ID [TARGET_DIR]` and `flink savepoint --dispose PATH`."""
+    if args.dispose:
+        from runtime.storage.savepoints import dispose_savepoint
+
+        meta = dispose_savepoint(args.dispose)
+        print(f"Savepoint '{args.dispose}' disposed (savepoint {meta.checkpoint_id} of job {meta.job_id}).")
+        return 0
+    if not args.job_id:
+        raise MillraceError("millrace savepoint needs a JOB_ID (or --dispose PATH)")
+    client = _client(args)
+    print(f"Triggering savepoint for job {args.job_id}.", flush=True)
+    trigger = client.trigger_savepoint(args.job_id, args.target_directory)
+    print("Waiting for response...", flush=True)
+    location = client.wait_for_savepoint(args.job_id, trigger)
+    print(f"Savepoint completed. Path: {location}")
+    print("You can resume your program from this savepoint with the run command.")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Flink: `flink stop [--savepointPath DIR] [--drain] JOB_ID`."""
+    client = _client(args)
+    print(f"Suspending job \"{args.job_id}\" with a {'drained ' if args.drain else ''}savepoint.", flush=True)
+    trigger = client.stop_with_savepoint(args.job_id, args.savepoint_path, args.drain)
+    location = client.wait_for_savepoint(args.job_id, trigger)
+    print(f"Savepoint completed. Path: {location}")
+    return 0
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from runtime.deploy.cluster_file import millrace_home, process_alive, read_cluster_file
     from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
@@ -465,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="embedded: this process is the JobManager (default without --cluster); session: submit to --cluster; "
                           "per-job: a dedicated JobManager process for this job; application: main() runs in a dedicated JobManager")
     run.add_argument("--detached", "-d", action="store_true", help="submit, print the job id and return (cluster modes)")
+    run.add_argument("--fromSavepoint", "-s", dest="from_savepoint", default=None, metavar="PATH", help="restore the job from this savepoint (or retained checkpoint table)")
+    run.add_argument("--allow-non-restored-state", "--allowNonRestoredState", "-n", dest="allow_non_restored_state", action="store_true",
+                     help="skip savepoint state of operators that are not in the program")
     _add_cluster_target(run)
     _add_cluster_shape(run)
     plan = sub.add_parser("plan", help="print the JobGraph of a program without running it")
@@ -479,6 +516,16 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel a running job")
     cancel.add_argument("job_id")
     _add_cluster_target(cancel)
+    sp = sub.add_parser("savepoint", help="take a savepoint of a running job, or dispose of one (--dispose PATH)")
+    sp.add_argument("job_id", nargs="?", default=None)
+    sp.add_argument("target_directory", nargs="?", default=None, help="folder for the savepoint (default state.savepoints.dir, else <warehouse>/_savepoints/<job name>)")
+    sp.add_argument("--dispose", "-d", default=None, metavar="PATH", help="delete the savepoint at PATH")
+    _add_cluster_target(sp)
+    stop = sub.add_parser("stop", help="stop a job with a savepoint (it ends FINISHED; resume it with run -s PATH)")
+    stop.add_argument("job_id")
+    stop.add_argument("--savepoint-path", "--savepointPath", "-p", dest="savepoint_path", default=None, help="folder for the savepoint")
+    stop.add_argument("--drain", "-d", action="store_true", help="emit a MAX watermark first, so every event-time window fires")
+    _add_cluster_target(stop)
     cluster = sub.add_parser("cluster", help="start, stop or inspect a session cluster")
     csub = cluster.add_subparsers(dest="cluster_command", required=True)
     start = csub.add_parser("start", help="start a session cluster in the background")
@@ -502,6 +549,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = {
         "run": lambda: cmd_run(args, extra), "plan": lambda: cmd_plan(args, extra), "list": lambda: cmd_list(args),
         "info": lambda: cmd_info(args), "cancel": lambda: cmd_cancel(args), "cluster": lambda: cmd_cluster(args),
+        "savepoint": lambda: cmd_savepoint(args), "stop": lambda: cmd_stop(args),
     }
     try:
         code = commands[args.command]()

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from runtime.core.errors import MillraceError, RpcError, UnknownJobError
+from runtime.core.errors import CheckpointError, JobNotRunningError, MillraceError, RpcError, UnknownJobError, UnknownTriggerError
 from runtime.graph.job_graph import JobGraph
 from runtime.rest import models as rm
 from runtime.graph.validation import validate_job_graph
@@ -106,6 +106,18 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(UnknownJobError)
     async def _unknown_job(request: Request, exc: UnknownJobError) -> JSONResponse:
         return _error(404, str(exc))
+
+    @app.exception_handler(UnknownTriggerError)
+    async def _unknown_trigger(request: Request, exc: UnknownTriggerError) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(JobNotRunningError)
+    async def _not_running(request: Request, exc: JobNotRunningError) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(CheckpointError)
+    async def _checkpoint(request: Request, exc: CheckpointError) -> JSONResponse:
+        return _error(409, str(exc))
 
     @app.exception_handler(RpcError)
     async def _rpc(request: Request, exc: RpcError) -> JSONResponse:
@@ -320,6 +332,43 @@ def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: Cluste
         hist: m.JobList = await dispatcher.request_job_history(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
         # the Dispatcher's history carries the cause in job_name (see Dispatcher.request_job_history)
         return rm.JobHistory(history=[rm.JobStatusChange(status=h.status, timestamp=h.start_time_ms, cause=h.job_name or None) for h in hist.jobs])
+
+    # --- savepoints (Flink: /jobs/:jobid/savepoints, /jobs/:jobid/stop) ---------------------------
+    conflict = {409: {"model": rm.ErrorResponse, "description": "the job is not running"}}
+
+    async def _trigger(jobid: str, target: str | None, stop: bool, drain: bool) -> rm.TriggerResponse:
+        trig: m.SavepointTriggerId = await dispatcher.trigger_savepoint(
+            m.TriggerSavepoint(job_id=jobid, target_directory=target, stop=stop, drain=drain), timeout=CALL_TIMEOUT_S
+        )
+        log.info("[REST] job %s: %s triggered (%s)", jobid, "stop-with-savepoint" if stop else "savepoint", trig.trigger_id)
+        return rm.TriggerResponse(request_id=trig.trigger_id)
+
+    @api.post(
+        "/jobs/{jobid}/savepoints", status_code=202, response_model=rm.TriggerResponse, responses={**not_found, **conflict}, tags=["savepoints"],
+        summary="Trigger a savepoint; poll GET /jobs/{jobid}/savepoints/{triggerid} (Flink: POST /jobs/:jobid/savepoints)",
+    )
+    async def trigger_savepoint(body: rm.SavepointTriggerRequest | None = None, jobid: str = _JOB_ID) -> rm.TriggerResponse:
+        body = body or rm.SavepointTriggerRequest()
+        return await _trigger(jobid, body.target_directory, body.cancel_job, False)
+
+    @api.post(
+        "/jobs/{jobid}/stop", status_code=202, response_model=rm.TriggerResponse, responses={**not_found, **conflict}, tags=["savepoints"],
+        summary="Stop the job with a savepoint (FINISHED once it completed); poll the trigger (Flink: POST /jobs/:jobid/stop)",
+    )
+    async def stop_with_savepoint(body: rm.StopWithSavepointRequest | None = None, jobid: str = _JOB_ID) -> rm.TriggerResponse:
+        body = body or rm.StopWithSavepointRequest()
+        return await _trigger(jobid, body.target_directory, True, body.drain)
+
+    @api.get(
+        "/jobs/{jobid}/savepoints/{triggerid}", response_model=rm.SavepointStatusResponse, responses=not_found, tags=["savepoints"],
+        summary="Status of a savepoint trigger: IN_PROGRESS, or COMPLETED with a location or a failure cause",
+    )
+    async def savepoint_status(jobid: str = _JOB_ID, triggerid: str = Path(description="the trigger id", min_length=1, max_length=64)) -> rm.SavepointStatusResponse:
+        st: m.SavepointStatus = await dispatcher.request_savepoint_status(m.SavepointStatusRequest(job_id=jobid, trigger_id=triggerid), timeout=CALL_TIMEOUT_S)
+        if st.status == "IN_PROGRESS":
+            return rm.SavepointStatusResponse(status=rm.QueueStatus(id="IN_PROGRESS"))
+        failure = rm.ErrorResponse(errors=[st.failure.describe()]) if st.failure is not None else None
+        return rm.SavepointStatusResponse(status=rm.QueueStatus(id="COMPLETED"), operation=rm.SavepointOperation(location=st.location, failure_cause=failure))
 
     @api.post(
         "/jobs/{jobid}/coordinators/{operatorid}", response_model=rm.CoordinationPayload, responses=not_found, tags=["jobs"],

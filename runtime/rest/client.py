@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -119,6 +120,32 @@ class RestClusterClient:
 
     def cancel_job(self, job_id: str) -> None:
         self._request("PATCH", f"/jobs/{_quote(job_id)}?mode=cancel")
+
+    def trigger_savepoint(self, job_id: str, target_directory: str | None = None) -> str:
+        body = rm.SavepointTriggerRequest(target_directory=target_directory).model_dump_json(by_alias=True).encode()
+        return rm.TriggerResponse.model_validate(self._request("POST", f"/jobs/{_quote(job_id)}/savepoints", body)).request_id
+
+    def stop_with_savepoint(self, job_id: str, target_directory: str | None = None, drain: bool = False) -> str:
+        body = rm.StopWithSavepointRequest(target_directory=target_directory, drain=drain).model_dump_json(by_alias=True).encode()
+        return rm.TriggerResponse.model_validate(self._request("POST", f"/jobs/{_quote(job_id)}/stop", body)).request_id
+
+    def savepoint_status(self, job_id: str, trigger_id: str) -> rm.SavepointStatusResponse:
+        return rm.SavepointStatusResponse.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}/savepoints/{_quote(trigger_id)}"))
+
+    def wait_for_savepoint(self, job_id: str, trigger_id: str, timeout: float = 3600.0) -> str:
+        """The savepoint's location once it completed; raises RestError with the cause if it failed."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.savepoint_status(job_id, trigger_id)
+            if st.status.id == "COMPLETED":
+                op = st.operation
+                if op is None or op.failure_cause is not None or not op.location:
+                    cause = "; ".join(op.failure_cause.errors) if op is not None and op.failure_cause is not None else "no location reported"
+                    raise RestError(f"savepoint of job {job_id} failed: {cause}", status=0)
+                return op.location
+            if time.monotonic() > deadline:
+                raise RestError(f"savepoint of job {job_id} still in progress after {timeout:.0f}s (trigger {trigger_id})", status=0)
+            time.sleep(0.2)
 
     def job_history(self, job_id: str) -> list[tuple[str, int, str | None]]:
         hist = rm.JobHistory.model_validate(self._request("GET", f"/jobs/{_quote(job_id)}/history"))

@@ -317,6 +317,40 @@ class JobHistory(RestModel):
     history: list[JobStatusChange]
 
 
+class SavepointTriggerRequest(RestModel):
+    """Flink: SavepointTriggerRequestBody / StopWithSavepointRequestBody."""
+
+    target_directory: str | None = Field(None, alias="target-directory", max_length=4096, description="folder for the savepoint; default state.savepoints.dir, else <warehouse>/_savepoints/<job name>")
+    cancel_job: bool = Field(False, alias="cancel-job", description="stop the job once the savepoint completed (as POST /jobs/{id}/stop)")
+
+
+class StopWithSavepointRequest(RestModel):
+    target_directory: str | None = Field(None, alias="targetDirectory", max_length=4096, description="folder for the savepoint")
+    drain: bool = Field(False, description="emit a MAX watermark first, so every event-time window fires")
+
+
+class TriggerResponse(RestModel):
+    """Flink: TriggerResponse."""
+
+    request_id: str = Field(alias="request-id")
+
+
+class QueueStatus(RestModel):
+    id: Literal["IN_PROGRESS", "COMPLETED"]
+
+
+class SavepointOperation(RestModel):
+    location: str | None = None
+    failure_cause: ErrorResponse | None = Field(None, alias="failure-cause")
+
+
+class SavepointStatusResponse(RestModel):
+    """Flink: AsynchronousOperationResult<SavepointInfo>."""
+
+    status: QueueStatus
+    operation: SavepointOperation | None = None
+
+
 class CoordinationPayload(RestModel):
     """A coordination request or response: cloudpickle bytes, base64-encoded."""
 

@@ -1,0 +1,109 @@
+"""Savepoints through the CLI and REST on a session cluster: stop -> run -s with another parallelism,
+savepoint + dispose, and the REST errors (4xx, never 5xx)."""
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster.conftest import ROOT, SessionCluster
+from tests.integration.cluster.test_session_cluster import _job_id, _state, _subtask_tms
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+MAIN_JOB = str(ROOT / "pipelines" / "jobs" / "windowed_sum.py")
+
+
+def read_table(path: Path) -> dict[tuple[int, int], tuple[int, int]]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for r in rows:
+        key = (r["user_id"], r["window_start"])
+        assert key not in out, f"duplicated row {key}"
+        out[key] = (r["count"], r["sum"])
+    return out
+
+
+def _location(stdout: str) -> str:
+    found = re.search(r"Savepoint completed\. Path: (\S+)", stdout)
+    assert found, stdout
+    return found.group(1)
+
+
+def test_stop_then_resume_with_a_rescale_equals_the_failure_free_result(session_cluster: SessionCluster, tmp_path: Path) -> None:
+    from pipelines.jobs.windowed_sum import reference
+
+    events, out = 120_000, tmp_path / "T"
+    run = session_cluster.cli(
+        "run", "--detached", "--cluster", "session", MAIN_JOB, "-p", "2",
+        "--events", str(events), "--rate", "15000", "--checkpoint-interval-ms", "1000", "--output", str(out),
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    job_id = _job_id(run.stdout)
+    wait_until(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
+    time.sleep(3)
+    stop = session_cluster.cli("stop", job_id, "--savepoint-path", str(tmp_path / "sp"))
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    path = _location(stop.stdout)
+    assert path.startswith(str(tmp_path / "sp") + "/savepoint-")
+    wait_until(lambda: _state(session_cluster, job_id) == "FINISHED", what="the stopped job FINISHED")
+    resumed = session_cluster.cli("run", "--cluster", "session", "-s", path, MAIN_JOB, "-p", "3", "--events", str(events), "--output", str(out))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert read_table(out) == reference(events)
+
+
+def test_savepoint_and_dispose(session_cluster: SessionCluster, tmp_path: Path) -> None:
+    run = session_cluster.cli(
+        "run", "--detached", "--cluster", "session", MAIN_JOB, "-p", "1", "--events", "60000", "--rate", "10000", "--output", str(tmp_path / "T"),
+    )
+    job_id = _job_id(run.stdout)
+    wait_until(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
+    sp = session_cluster.cli("savepoint", job_id, str(tmp_path / "sp"))
+    assert sp.returncode == 0, sp.stdout + sp.stderr
+    path = _location(sp.stdout)
+    assert _state(session_cluster, job_id) == "RUNNING"
+    assert Path(path, "_delta_log").is_dir()
+    session_cluster.cli("cancel", job_id)
+    gone = session_cluster.cli("savepoint", "--dispose", path)
+    assert gone.returncode == 0 and "disposed" in gone.stdout, gone.stdout + gone.stderr
+    assert not Path(path).exists()
+    again = session_cluster.cli("savepoint", "--dispose", path)
+    assert again.returncode == 2 and "holds no savepoint" in again.stderr, again.stderr
+
+
+def _post(cluster: SessionCluster, path: str, body: bytes = b"{}") -> tuple[int, str]:
+    req = urllib.request.Request(cluster.url + path, data=body, method="POST", headers={"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _get(cluster: SessionCluster, path: str) -> tuple[int, str]:
+    req = urllib.request.Request(cluster.url + path, headers={"Authorization": f"Bearer {cluster.token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_rest_savepoint_errors_are_4xx(session_cluster: SessionCluster, tmp_path: Path) -> None:
+    assert _post(session_cluster, "/jobs/" + "0" * 32 + "/savepoints")[0] == 404
+    assert _post(session_cluster, "/jobs/" + "0" * 32 + "/stop")[0] == 404
+    assert _get(session_cluster, "/jobs/" + "0" * 32 + "/savepoints/abc")[0] == 404
+    run = session_cluster.cli("run", "--cluster", "session", MAIN_JOB, "-p", "1", "--events", "1000", "--output", str(tmp_path / "T"))
+    job_id = _job_id(run.stdout)
+    status, body = _post(session_cluster, f"/jobs/{job_id}/stop")  # the job already finished
+    assert status == 409 and "FINISHED" in body, body
+    assert _get(session_cluster, f"/jobs/{job_id}/savepoints/nope")[0] == 404
+    status, body = _post(session_cluster, f"/jobs/{job_id}/savepoints", b'{"target-directory": 5}')
+    assert status == 400, body
