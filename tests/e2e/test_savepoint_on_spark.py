@@ -1,0 +1,35 @@
+"""Acceptance: stop/resume exactly once with a rescale on a session cluster whose TaskManagers run on Spark."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster.conftest import start_session_cluster, stop_session_cluster
+from tests.integration.cluster.test_savepoint_cli import test_stop_then_resume_with_a_rescale_equals_the_failure_free_result as stop_and_resume
+
+pytestmark = pytest.mark.e2e
+
+
+def _java_children(pid: int) -> list[int]:
+    """Children of `pid` whose command line is a JVM: PySpark's gateway, i.e. TaskManagers come from Spark."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == pid and b"java" in (d / "cmdline").read_bytes():
+                out.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def test_stop_and_resume_with_a_rescale_on_spark_task_managers(tmp_path: Path) -> None:
+    cluster = start_session_cluster(tmp_path / "home", "--provider", "spark", "--taskmanagers", "2", "--max-taskmanagers", "3")
+    try:
+        assert _java_children(cluster.pid), "the session cluster should run a Spark driver (a JVM child process)"
+        stop_and_resume(cluster, tmp_path / "job")
+    finally:
+        stop_session_cluster(cluster)
