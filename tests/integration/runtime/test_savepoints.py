@@ -19,7 +19,8 @@ from runtime.core.errors import JobExecutionError, RpcError, UnknownJobError
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source, read_ids, wait_for_checkpoints
+from runtime.api.connectors.generator import DataGeneratorSource
+from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source, ids, read_ids, wait_for_checkpoints
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -154,3 +155,60 @@ def test_unknown_jobs_and_triggers_are_refused(mini_cluster: MiniCluster) -> Non
         gw.call_sync("trigger_savepoint", m.TriggerSavepoint(job_id="nope"), timeout=10)
     with pytest.raises((RpcError, UnknownJobError), match="unknown job id nope"):
         gw.call_sync("request_savepoint_status", m.SavepointStatusRequest(job_id="nope", trigger_id="x"), timeout=10)
+
+
+class Slow:
+    """Backpressure: each batch takes a while, so the source's output buffers fill up."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, batch: Any) -> Any:
+        import time
+
+        time.sleep(self.seconds)
+        return batch
+
+
+def test_a_savepoint_of_a_backpressured_job_completes(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    n = 400_000
+    conf = Configuration()
+    conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(1)
+    (
+        env.from_source(DataGeneratorSource(None, n, batch_generator=ids), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+        .rebalance()  # a network exchange, so buffers fill and the source is held back
+        .map_batches(Slow(0.05)).name("slow").uid("slow")
+        .sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
+    )
+    client = mini_cluster.submit(env.get_job_graph("backpressured"))
+    wait_until(lambda: _backpressured(mini_cluster, client.job_id), timeout=60, what="the source to be backpressured")
+    st = savepoint(mini_cluster, client.job_id, stop=True, target=str(tmp_path / "sp"), timeout=120)
+    assert st.status == "COMPLETED", st.failure
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    assert len(read_ids(tmp_path / "out")) < n  # stopped in the middle
+    resumed = program_ids_slow_free(tmp_path, n, st.location)
+    assert mini_cluster.submit(resumed).get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    assert_exactly_once(tmp_path / "out", n)
+
+
+def program_ids_slow_free(tmp_path: Path, n: int, savepoint_path: str) -> Any:
+    conf = Configuration()
+    conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    conf.set_string("execution.savepoint.path", savepoint_path)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(1)
+    (
+        env.from_source(DataGeneratorSource(None, n, batch_generator=ids), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+        .rebalance()
+        .map_batches(Slow(0.0)).name("slow").uid("slow")
+        .sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
+    )
+    return env.get_job_graph("backpressured")
+
+
+def _backpressured(cluster: MiniCluster, job_id: str) -> bool:
+    details = cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=job_id), timeout=10)
+    src = details.vertices[0].subtasks[0]
+    return src.state.value == "RUNNING" and src.backpressure_ratio > 0.5
