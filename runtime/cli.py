@@ -301,8 +301,10 @@ def _plural(n: int, word: str) -> str:
 def _format_checkpoints(cp: Any) -> list[str]:
     """The Checkpoints section of `millrace info` (`cp`: rest.models.CheckpointingStatistics)."""
     settings = cp.checkpointing
+    sp = cp.latest.savepoint
+    savepoint = [f"  latest savepoint: #{sp.id}, {_duration(sp.end_to_end_duration)}, {_size(sp.state_size)}, {sp.external_path or '-'}"] if sp is not None else []
     if not settings.enabled:
-        return ["Checkpoints: disabled (enable them with env.enable_checkpointing(interval_ms))"]
+        return ["Checkpoints: disabled (enable them with env.enable_checkpointing(interval_ms))", *savepoint]
     mode = f", {settings.mode}" if settings.mode else ""
     lines = [f"Checkpoints: every {_duration(settings.interval)}{mode}, stored in {settings.path or '-'}"]
     c = cp.counts
@@ -317,6 +319,7 @@ def _format_checkpoints(cp: Any) -> list[str]:
         lines.append(f"  latest completed: #{done.id}, {_duration(done.end_to_end_duration)}, {_size(done.state_size)}, {done.external_path or '-'}")
     else:
         lines.append("  latest completed: none yet")
+    lines.extend(savepoint)
     failed = cp.latest.failed
     if failed is not None:
         lines.append(f"  last failure: #{failed.id} at {_ms(failed.failure_timestamp or failed.trigger_timestamp)}: {_first_line(failed.failure_message or 'no reason given')}")

@@ -252,7 +252,7 @@ class CheckpointStatistics(RestModel):
 
     id: int
     status: CheckpointStatus
-    is_savepoint: bool = Field(False, description="always false: Millrace takes checkpoints only")
+    is_savepoint: bool = Field(False, description="a savepoint (kept in its own Delta table until disposed), not a checkpoint")
     trigger_timestamp: int = Field(description="when the JobMaster triggered it")
     latest_ack_timestamp: int = Field(-1, description="the latest subtask acknowledgement; -1: none yet")
     end_to_end_duration: int = Field(0, description="ms from trigger to completion (or failure; so far while in progress)")
@@ -284,7 +284,7 @@ class LatestCheckpoints(RestModel):
     """Flink: CheckpointingStatistics.LatestCheckpoints."""
 
     completed: CheckpointStatistics | None = None
-    savepoint: CheckpointStatistics | None = Field(None, description="always null: Millrace takes no savepoints")
+    savepoint: CheckpointStatistics | None = Field(None, description="the latest completed savepoint (its external_path is the path run -s takes)")
     failed: CheckpointStatistics | None = None
     restored: RestoredCheckpointStatistics | None = None
 
@@ -535,6 +535,7 @@ def checkpointing_statistics(msg: m.CheckpointStatisticsMessage, max_history: in
         stats = cs.CheckpointingStatistics.model_validate_json(msg.statistics_json or "{}")
         latest = LatestCheckpoints(
             completed=_checkpoint(stats.latest_completed) if stats.latest_completed is not None else None,
+            savepoint=_checkpoint(stats.latest_savepoint) if stats.latest_savepoint is not None else None,
             failed=_checkpoint(stats.latest_failed) if stats.latest_failed is not None else None,
             restored=RestoredCheckpointStatistics(id=stats.latest_restored) if stats.latest_restored is not None else None,
         )

@@ -39,6 +39,7 @@ class CheckpointCounts(BaseModel):
 class CheckpointingStatistics(BaseModel):
     counts: CheckpointCounts = Field(default_factory=CheckpointCounts)
     latest_completed: CheckpointStatsEntry | None = None
+    latest_savepoint: CheckpointStatsEntry | None = None
     latest_failed: CheckpointStatsEntry | None = None
     latest_restored: int | None = None
     history: list[CheckpointStatsEntry] = Field(default_factory=list)
@@ -52,6 +53,7 @@ class CheckpointStatsTracker:
         self._history: deque[CheckpointStatsEntry] = deque(maxlen=HISTORY_SIZE)
         self._by_id: dict[int, CheckpointStatsEntry] = {}
         self.latest_completed: CheckpointStatsEntry | None = None
+        self.latest_savepoint: CheckpointStatsEntry | None = None
         self.latest_failed: CheckpointStatsEntry | None = None
         self.latest_restored: int | None = None
 
@@ -88,7 +90,10 @@ class CheckpointStatsTracker:
         e.external_path = path
         self.counts.in_progress -= 1
         self.counts.completed += 1
-        self.latest_completed = e.model_copy()
+        if e.is_savepoint:  # Flink keeps the latest savepoint apart from the latest checkpoint
+            self.latest_savepoint = e.model_copy()
+        else:
+            self.latest_completed = e.model_copy()
 
     def report_failed(self, cid: int, reason: str) -> None:
         e = self._by_id.get(cid)
@@ -109,6 +114,7 @@ class CheckpointStatsTracker:
         return CheckpointingStatistics(
             counts=self.counts.model_copy(),
             latest_completed=self.latest_completed,
+            latest_savepoint=self.latest_savepoint,
             latest_failed=self.latest_failed,
             latest_restored=self.latest_restored,
             history=[e.model_copy() for e in self._history],

@@ -98,8 +98,9 @@ def test_a_savepoint_leaves_the_job_running_and_marks_the_history(mini_cluster: 
     stats = mini_cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=client.job_id), timeout=10)
     import json
 
-    history = json.loads(stats.statistics_json)["history"]
-    assert [e["is_savepoint"] for e in history if e["status"] == "COMPLETED"] == [True]
+    parsed = json.loads(stats.statistics_json)
+    assert [e["is_savepoint"] for e in parsed["history"] if e["status"] == "COMPLETED"] == [True]
+    assert parsed["latest_savepoint"]["external_path"] == st.location and parsed["latest_completed"] is None
     assert client.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
     assert_exactly_once(tmp_path / "out", n)
 
