@@ -19,12 +19,12 @@ import pickle
 import shutil
 import struct
 import tempfile
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
 from runtime.api.datastream.state import StateKind
-from runtime.core.checkpoint import KeyedSnapshot, in_forked_snapshot_writer
+from runtime.core.checkpoint import KeyedSnapshot, StateEntries, in_forked_snapshot_writer
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
@@ -232,7 +232,7 @@ class RocksDBStateTable(StateTable):
                         wb.put(p + encode_key(uk), dumps_value(v))
         self._db.write(wb)
 
-    def read_entries(self, view: Rdict, kg: int) -> list[tuple[Any, Any, Any]]:
+    def read_entries(self, view: Rdict, kg: int) -> Sequence[tuple[Any, Any, Any]]:
         """All (key, namespace, canonical value) of one key group in `view` (a checkpoint)."""
         prefix = _HDR.pack(kg, self._sid)
         ro = ReadOptions()
@@ -243,7 +243,8 @@ class RocksDBStateTable(StateTable):
         if not self.multi:
             raw_keys = [k for k, _ in pairs]
             keys, nss = _split_keys(raw_keys)
-            return list(zip(keys, nss, map(pickle.loads, [v for _, v in pairs])))  # = loads_value
+            # columns, as the state file wants them (no entry tuple to build and take apart again)
+            return StateEntries(list(zip(keys, nss)), list(map(pickle.loads, [v for _, v in pairs])))  # = loads_value
         out: list[tuple[Any, Any, Any]] = []
         cur_kn: Any = None
         cur_val: Any = None

@@ -137,6 +137,10 @@ _NO_KEY = (None, None)
 # heap), and several passes (type scans, conversions) go over every row; over a small batch all but
 # the first find the objects in the CPU cache. Measured: see docs/benchmarks.md (checkpoints.py).
 _BATCH_ROWS = 4096
+# on a thread that shares the GIL with a busy task, every point where pyarrow releases the GIL hands
+# the task a whole switch interval: small batches then starve the writer (measured: a 1M-key
+# snapshot took > 20 s in 4096-row batches, ~4 s in one), so threads encode in large batches
+THREAD_BATCH_ROWS = 1 << 20
 _K2, _K01 = operator.itemgetter(2), operator.itemgetter(0, 1)
 
 
@@ -204,8 +208,8 @@ def _segments(op_id: str, snap: OperatorSnapshot) -> Iterator[tuple[_Segment, It
                 yield _Segment(op_id, kind, None, name, LIST_STATE_KIND, len(items)), itertools.repeat(_NO_KEY, len(items)), items
 
 
-def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, OperatorSnapshot]) -> tuple[pa.Table, list[str]]:
-    """All rows of a task's snapshots, encoded in batches of `_BATCH_ROWS` rows."""
+def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, OperatorSnapshot], batch_rows: int = _BATCH_ROWS) -> tuple[pa.Table, list[str]]:
+    """All rows of a task's snapshots, encoded in batches of `batch_rows` rows."""
     batches: list[pa.RecordBatch] = []
     batch = _Batch()
     operator_ids: list[str] = []
@@ -217,10 +221,10 @@ def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, Oper
             pairs_it, values_it = iter(pairs), iter(values)
             done = 0
             while done < seg.count:  # a segment larger than the room left is sliced
-                take = min(seg.count - done, _BATCH_ROWS - len(batch.values))
+                take = min(seg.count - done, batch_rows - len(batch.values))
                 batch.add(dataclasses.replace(seg, count=take, first_seq=done), itertools.islice(pairs_it, take), itertools.islice(values_it, take))
                 done += take
-                if len(batch.values) >= _BATCH_ROWS:
+                if len(batch.values) >= batch_rows:
                     batches.append(batch.encode(subtask_index, parallelism))
                     batch = _Batch()
             rows += seg.count
@@ -259,6 +263,7 @@ def write_state_file(
     attempt_number: int,
     parallelism: int,
     snapshots: dict[str, OperatorSnapshot],
+    batch_rows: int = _BATCH_ROWS,
 ) -> StateFileHandle | None:
     """Write one task's state for a checkpoint as one Parquet file; None if there are no rows.
 
@@ -267,7 +272,7 @@ def write_state_file(
     (keyed state may be a supplier; it is evaluated here). Committables are not written: they
     travel in the acknowledgement.
     """
-    table, operator_ids = _build_table(subtask_index, parallelism, snapshots)
+    table, operator_ids = _build_table(subtask_index, parallelism, snapshots, batch_rows)
     if table.num_rows == 0:
         return None
     rel = f"{partition_dir(checkpoint_id)}/{STATE_FILE_PREFIX}{subtask_index}-{attempt_number}-{uuid.uuid4().hex}.parquet"

@@ -632,11 +632,11 @@ class Task:
                 if handle is not None:
                     files.append(handle)
             elif stateful:
-                from runtime.storage.state_files import write_state_file
+                from runtime.storage.state_files import THREAD_BATCH_ROWS, write_state_file
 
                 if state_dir is None:
                     raise MillraceError(f"task {tdd.task_name_with_subtask}: checkpoint {checkpoint_id} has no checkpoint directory")
-                handle = write_state_file(state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful)
+                handle = write_state_file(state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful, batch_rows=THREAD_BATCH_ROWS)
                 if handle is not None:
                     files.append(handle)
             ack = AcknowledgeCheckpoint(
