@@ -183,15 +183,6 @@ def in_forked_snapshot_writer() -> bool:
     return _in_forked_writer
 
 
-def operator_state_id(uid: str | None, node_id: int) -> str:
-    """The id under which an operator's state is stored: its uid, else one derived from its node.
-
-    Restarts within one job always find their state (node ids are fixed in the JobGraph);
-    savepoints matched across jobs need uids.
-    """
-    return uid if uid else f"node-{node_id}"
-
-
 # configuration keys (Flink's names)
 CHECKPOINT_INTERVAL_KEY = "execution.checkpointing.interval"
 CHECKPOINT_MODE_KEY = "execution.checkpointing.mode"

@@ -22,6 +22,8 @@ def plan_summary(job_graph: JobGraph) -> dict[str, Any]:
                 "id": v.id,
                 "name": v.name,
                 "operators": v.operator_names,
+                # the ids state is stored under (savepoints match operators by them)
+                "operator_ids": [{"name": op.name, "operator_id": op.operator_id, "uid": op.uid} for op in v.operators],
                 "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism,
                 "slot_sharing_group": v.slot_sharing_group,
@@ -52,6 +54,9 @@ def format_plan(job_graph: JobGraph) -> str:
             f"  [{v['number']}] {v['name']}   parallelism {v['parallelism']}, "
             f"slot sharing group '{v['slot_sharing_group']}'"
         )
+        for op in v["operator_ids"]:
+            uid = "uid" if op["uid"] is not None and op["uid"] == op["operator_id"] else "generated"
+            lines.append(f"      operator '{op['name']}': id {op['operator_id']} ({uid})")
         for i in v["inputs"]:
             blocking = " (blocking)" if i["result_type"] == ResultPartitionType.BLOCKING.value else ""
             lines.append(f"      <- [{i['source_vertex']}] {i['partitioner'].upper()}{blocking}")

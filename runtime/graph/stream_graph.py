@@ -30,7 +30,8 @@ class StreamNode:
     slot_sharing_group: str = "default"
     chaining_strategy: ChainingStrategy = ChainingStrategy.ALWAYS
     uid: str | None = None
-    operator_id: str | None = None  # set by the StreamGraph generator (see operator ids)
+    uid_hash: str | None = None
+    operator_id: str | None = None  # set by the StreamGraph generator (runtime.graph.operator_ids)
     num_inputs: int = 1
     is_source: bool = False
     is_sink: bool = False

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core.errors import InvalidProgramError
+from runtime.graph.operator_ids import assign_operator_ids
 from runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from runtime.graph.transformations import (
     ExchangeMode,
@@ -168,6 +169,7 @@ def generate_stream_graph(
                 graph.add_edge(_make_edge(graph, up, node, type_number))
 
     _validate(graph)
+    assign_operator_ids(graph)
     return graph
 
 
@@ -201,6 +203,7 @@ def _make_node(
         slot_sharing_group=_slot_sharing_group(t.slot_sharing_group, input_node_ids, graph),
         chaining_strategy=t.chaining_strategy,
         uid=t.uid,
+        uid_hash=t.uid_hash,
         output_type=t.output_type,
         resources=t.resources,
     )

@@ -59,6 +59,7 @@ class Transformation:
     parallelism: int | None = None
     max_parallelism: int | None = None
     uid: str | None = None
+    uid_hash: str | None = None  # set_uid_hash(): Flink's user-provided operator hash
     slot_sharing_group: str | None = None
     chaining_strategy: ChainingStrategy = ChainingStrategy.ALWAYS
     output_type: Any = None  # runtime.api.common.TypeInformation or None

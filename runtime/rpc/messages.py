@@ -223,12 +223,12 @@ class StateFileHandle(Message):
     path: str
     size: int
     rows: int
-    operator_ids: list[str]  # operator_state_id of every operator with rows in the file
+    operator_ids: list[str]  # operator id of every operator with rows in the file
 
 
 class TaskStateSnapshot(Message):
     files: list[StateFileHandle] = Field(default_factory=list)
-    # operator_state_id -> cloudpickle of that subtask's committables (two-phase-commit sinks)
+    # operator id -> cloudpickle of that subtask's committables (two-phase-commit sinks)
     committables: dict[str, bytes] = Field(default_factory=dict)
 
     @property

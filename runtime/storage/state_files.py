@@ -268,7 +268,7 @@ def write_state_file(
     """Write one task's state for a checkpoint as one Parquet file; None if there are no rows.
 
     The file is `<checkpoint_dir>/checkpoint_id=<id>/state-<subtask>-<attempt>-<uuid>.parquet`;
-    the handle's path is relative to `checkpoint_dir`. `snapshots`: operator_state_id -> snapshot
+    the handle's path is relative to `checkpoint_dir`. `snapshots`: operator id -> snapshot
     (keyed state may be a supplier; it is evaluated here). Committables are not written: they
     travel in the acknowledgement.
     """

@@ -334,8 +334,8 @@ class DataStream:
         return self
 
     def set_uid_hash(self, uid_hash: str) -> "DataStream":
-        # recorded only: savepoints match operators by uid (Flink's user-provided hash)
-        self._configurable("set_uid_hash()").uid_hash = uid_hash  # type: ignore[attr-defined]
+        # Flink's user-provided hash: the operator's id in checkpoints and savepoints (wins over uid)
+        self._configurable("set_uid_hash()").uid_hash = uid_hash
         return self
 
     def set_parallelism(self, parallelism: int) -> "DataStream":
@@ -633,7 +633,7 @@ class DataStreamSink:
         return self
 
     def set_uid_hash(self, uid_hash: str) -> "DataStreamSink":
-        self._t.uid_hash = uid_hash  # type: ignore[attr-defined]
+        self._t.uid_hash = uid_hash
         return self
 
     def set_description(self, description: str) -> "DataStreamSink":

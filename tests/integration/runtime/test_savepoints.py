@@ -34,7 +34,7 @@ class AddOne:
 
 
 def program(tmp_path: Path, parallelism: int, n: int, rate: int, savepoint: str | None = None, allow_non_restored: bool = False,
-            extra_map: bool = True, max_parallelism: int | None = None, interval_ms: int = 300) -> StreamExecutionEnvironment:
+            extra_map: bool = True, max_parallelism: int | None = None, interval_ms: int = 300, uids: bool = True) -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
     conf.set_string("state.savepoints.dir", str(tmp_path / "savepoints"))
@@ -47,10 +47,14 @@ def program(tmp_path: Path, parallelism: int, n: int, rate: int, savepoint: str 
         env.set_max_parallelism(max_parallelism)
     if interval_ms:
         env.enable_checkpointing(interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    stream = env.from_source(id_source(n, rate), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+    stream = env.from_source(id_source(n, rate), WatermarkStrategy.no_watermarks(), "ids")
+    stream = stream.uid("ids") if uids else stream
     if extra_map:
-        stream = stream.map_batches(AddOne()).name("identity").uid("identity")
-    stream.sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
+        stream = stream.map_batches(AddOne()).name("identity")
+        stream = stream.uid("identity") if uids else stream
+    sink = stream.sink_to(DeltaSink(str(tmp_path / "out")))
+    if uids:
+        sink.uid("sink")
     return env
 
 
@@ -213,3 +217,21 @@ def _backpressured(cluster: MiniCluster, job_id: str) -> bool:
     details = cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=job_id), timeout=10)
     src = details.vertices[0].subtasks[0]
     return src.state.value == "RUNNING" and src.backpressure_ratio > 0.5
+
+
+def test_a_program_without_uids_restores_into_the_same_program(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    """Operator ids come from the topology: the same program, built again (other node ids), finds its state."""
+    n = 80_000
+    first = program(tmp_path, 2, n, 20_000, uids=False).get_job_graph("no-uids")
+    client = mini_cluster.submit(first)
+    wait_for_checkpoints(mini_cluster, client.job_id, 1)
+    st = savepoint(mini_cluster, client.job_id, stop=True)
+    assert st.status == "COMPLETED", st.failure
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    program(tmp_path / "unrelated", 1, 10, 10)  # other transformations in between: node ids shift
+    again = program(tmp_path, 2, n, 100_000, savepoint=st.location, uids=False).get_job_graph("no-uids")
+    node_ids = lambda jg: [op.node_id for v in jg.vertices for op in v.operators]  # noqa: E731
+    op_ids = lambda jg: [op.operator_id for v in jg.vertices for op in v.operators]  # noqa: E731
+    assert node_ids(first) != node_ids(again) and op_ids(first) == op_ids(again)
+    assert mini_cluster.submit(again).get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    assert_exactly_once(tmp_path / "out", n)

@@ -20,12 +20,20 @@ def windowed_sum(mode: str = "STREAMING"):
 
 
 def test_format_plan() -> None:
-    assert format_plan(windowed_sum()) == (
+    jg = windowed_sum()
+    ids = [op.operator_id for v in jg.topological_vertices() for op in v.operators]
+    assert format_plan(jg) == (
         "Job 'windowed_sum' (STREAMING), 2 slots needed\n"
         "  [1] Source: events -> Map -> Timestamps/Watermarks   parallelism 2, slot sharing group 'default'\n"
+        f"      operator 'Source: events': id {ids[0]} (generated)\n"
+        f"      operator 'Map': id {ids[1]} (generated)\n"
+        f"      operator 'Timestamps/Watermarks': id {ids[2]} (generated)\n"
         "  [2] Window(TumblingEventTimeWindows(1000 ms)) -> Sink: delta   parallelism 2, slot sharing group 'default'\n"
+        f"      operator 'Window(TumblingEventTimeWindows(1000 ms))': id {ids[3]} (generated)\n"
+        f"      operator 'Sink: delta': id {ids[4]} (generated)\n"
         "      <- [1] HASH"
     )
+    assert len(set(ids)) == 5 and all(len(i) == 32 for i in ids)
 
 
 def test_format_plan_batch_marks_blocking() -> None:
