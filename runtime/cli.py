@@ -439,6 +439,28 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_state(args: argparse.Namespace) -> int:
+    """Operator state of a checkpoint or savepoint: the operators, or one operator's keyed state."""
+    from runtime.storage.state_reader import list_operators, read_keyed_state, resolve_checkpoint
+
+    meta = resolve_checkpoint(args.path, args.checkpoint_id)
+    kind = "savepoint" if meta.is_savepoint else "checkpoint"
+    print(f"{kind} {meta.checkpoint_id} of job {meta.job_id} at {args.path} ({meta.state_size:,} bytes of state)")
+    if args.operator is None:
+        for info in list_operators(args.path, meta.checkpoint_id):
+            print(f"  operator {info.operator_id} (parallelism {info.parallelism}, max {info.max_parallelism}): {info.rows:,} rows")
+            for name, (state_kind, rows) in sorted(info.states.items()):
+                print(f"    {name} ({state_kind}): {rows:,} rows")
+        return 0
+    table = read_keyed_state(args.path, args.operator, args.state, meta.checkpoint_id)
+    print(f"operator {args.operator}{f', state {args.state}' if args.state else ''}: {table.num_rows:,} rows")
+    for row in table.slice(0, args.limit).to_pylist():
+        print("  " + ", ".join(f"{k}={v}" for k, v in row.items()))
+    if table.num_rows > args.limit:
+        print(f"  ... ({table.num_rows - args.limit:,} more)")
+    return 0
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from runtime.deploy.cluster_file import millrace_home, process_alive, read_cluster_file
     from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
@@ -524,6 +546,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("target_directory", nargs="?", default=None, help="folder for the savepoint (default state.savepoints.dir, else <warehouse>/_savepoints/<job name>)")
     sp.add_argument("--dispose", "-d", default=None, metavar="PATH", help="delete the savepoint at PATH")
     _add_cluster_target(sp)
+    state = sub.add_parser("state", help="show the operator state in a checkpoint or savepoint (no Spark needed)")
+    state.add_argument("path", help="a savepoint location or a checkpoint table (<state.checkpoints.dir>/<job id>)")
+    state.add_argument("--operator", default=None, help="operator id (its uid, or the id millrace plan shows); without it: list the operators")
+    state.add_argument("--state", default=None, help="only this state name")
+    state.add_argument("--checkpoint-id", type=_int_at_least(0), default=None, help="default: the newest in the table")
+    state.add_argument("--limit", type=_int_at_least(0), default=20, help="rows to print (default 20)")
     stop = sub.add_parser("stop", help="stop a job with a savepoint (it ends FINISHED; resume it with run -s PATH)")
     stop.add_argument("job_id")
     stop.add_argument("--savepoint-path", "--savepointPath", "-p", dest="savepoint_path", default=None, help="folder for the savepoint")
@@ -552,7 +580,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = {
         "run": lambda: cmd_run(args, extra), "plan": lambda: cmd_plan(args, extra), "list": lambda: cmd_list(args),
         "info": lambda: cmd_info(args), "cancel": lambda: cmd_cancel(args), "cluster": lambda: cmd_cluster(args),
-        "savepoint": lambda: cmd_savepoint(args), "stop": lambda: cmd_stop(args),
+        "savepoint": lambda: cmd_savepoint(args), "stop": lambda: cmd_stop(args), "state": lambda: cmd_state(args),
     }
     try:
         code = commands[args.command]()

@@ -300,7 +300,10 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         return np.fromiter((stable_hash(k) % mp for k in keys.tolist()), dtype=np.int64, count=len(keys))
 
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        """Pending partials as keyed entries of kind "pane": (key, window start, ((partial, ...), fired)).
+        """Pending partials as keyed entries of kind "pane": (key, window start, (partial, ..., fired 0/1)).
+
+        A flat tuple of numbers, so the state file types it (Spark SQL: value_tuple[0].long is the
+        first partial, the last item whether the window fired already).
 
         Synchronous part: consolidate each pane (numpy; its arrays are never changed in place
         afterwards, so holding them pins them). The supplier builds the entries of a window with
@@ -320,7 +323,8 @@ class ColumnarWindowAggregateOperator(StreamOperator):
                     skg = kgs[order]
                     cuts = (np.flatnonzero(skg[1:] != skg[:-1]) + 1).tolist()
                     values = zip(*(p[order].tolist() for p in parts))
-                    entries = [(k, w, (v, fired)) for k, v in zip(keys[order].tolist(), values)]
+                    flag = (int(fired),)
+                    entries = [(k, w, v + flag) for k, v in zip(keys[order].tolist(), values)]
                     for g, s0, e0 in zip(skg[[0, *cuts]].tolist(), [0, *cuts], [*cuts, len(entries)]):
                         out.setdefault(g, {}).setdefault(PANE_STATE, (PANE_KIND, []))[1].extend(entries[s0:e0])
             return out
@@ -337,14 +341,14 @@ class ColumnarWindowAggregateOperator(StreamOperator):
             entries.sort(key=k1)
             for w, group in itertools.groupby(entries, key=k1):
                 rows = list(group)
-                state = list(map(k2, rows))  # ((partial, ...), fired)
+                state = list(map(k2, rows))  # (partial, ..., fired)
                 pane = self._panes.get(w)
                 if pane is None:
                     pane = self._panes[w] = _Pane()
                     if not self.event_time:
                         self._register_processing_timer(w + self.size - 1)
-                pane.add(np.asarray(list(map(k0, rows))), [np.asarray(col) for col in zip(*map(k0, state))])
-                pane.fired = pane.fired or any(map(k1, state))
+                pane.add(np.asarray(list(map(k0, rows))), [np.asarray(col) for col in list(zip(*state))[:-1]])
+                pane.fired = pane.fired or any(v[-1] for v in state)
 
 
 __all__ = ["ColumnarWindowAggregateOperator"]
