@@ -30,16 +30,9 @@ from runtime.api.common import Configuration, WatermarkStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.checkpoint import CheckpointingMode
-from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from bench_cluster import KeyOf, bench_cluster
+from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-
-
-class KeyOf:
-    def __init__(self, keys: int) -> None:
-        self.keys = keys
-
-    def __call__(self, i: int) -> tuple[int, int]:
-        return (i % self.keys, 1)
 
 
 def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms: int, checkpoint_dir: str, mode: str = "fork") -> dict[str, Any]:
@@ -93,12 +86,7 @@ def main() -> None:
     parser.add_argument("--provider", choices=["local", "spark"], default="local")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    spark = None
-    if args.provider == "spark":
-        from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
-
-        spark = build_spark_session(SparkSessionConfig(master="local[2]", app_name="millrace-checkpoint-bench"))
-    with tempfile.TemporaryDirectory() as tmp, MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING"), spark=spark) as cluster:
+    with tempfile.TemporaryDirectory() as tmp, bench_cluster(args.provider, "millrace-checkpoint-bench") as cluster:
         for backend in args.backends.split(","):
             without = run(cluster, backend, args.keys, args.events, 0, tmp)
             for mode in args.modes.split(","):
@@ -119,8 +107,6 @@ def main() -> None:
                     "start_delay_s": with_cp.get("start_delay_s"),
                 }
                 print(json.dumps(row), flush=True)
-    if spark is not None:
-        spark.stop()
 
 
 if __name__ == "__main__":

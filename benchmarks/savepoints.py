@@ -28,16 +28,9 @@ from typing import Any
 from runtime.api.common import Configuration, WatermarkStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from bench_cluster import KeyOf, bench_cluster
+from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-
-
-class KeyOf:
-    def __init__(self, keys: int) -> None:
-        self.keys = keys
-
-    def __call__(self, i: int) -> tuple[int, int]:
-        return (i % self.keys, 1)
 
 
 def job(keys: int, events: int, parallelism: int, backend: str, tmp: str, savepoint: str | None = None) -> Any:
@@ -131,17 +124,10 @@ def main() -> None:
     parser.add_argument("--provider", choices=["local", "spark"], default="local")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    spark = None
-    if args.provider == "spark":
-        from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
-
-        spark = build_spark_session(SparkSessionConfig(master="local[2]", app_name="millrace-savepoint-bench"))
-    with tempfile.TemporaryDirectory() as tmp, MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING"), spark=spark) as cluster:
+    with tempfile.TemporaryDirectory() as tmp, bench_cluster(args.provider, "millrace-savepoint-bench") as cluster:
         for pair in args.pairs.split(","):
             p_from, p_to = (int(x) for x in pair.split(":"))
             print(json.dumps(run_pair(cluster, args.keys, p_from, p_to, args.backend, tmp)), flush=True)
-    if spark is not None:
-        spark.stop()
 
 
 if __name__ == "__main__":

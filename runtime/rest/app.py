@@ -103,21 +103,18 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"{request.method} is not allowed on {request.url.path} (see /openapi.json)"
         return _error(exc.status_code, message, headers=getattr(exc, "headers", None))
 
-    @app.exception_handler(UnknownJobError)
-    async def _unknown_job(request: Request, exc: UnknownJobError) -> JSONResponse:
-        return _error(404, str(exc))
+    def with_status(status: int) -> Any:
+        async def handler(request: Request, exc: Exception) -> JSONResponse:
+            return _error(status, str(exc))
 
-    @app.exception_handler(UnknownTriggerError)
-    async def _unknown_trigger(request: Request, exc: UnknownTriggerError) -> JSONResponse:
-        return _error(404, str(exc))
+        return handler
 
-    @app.exception_handler(JobNotRunningError)
-    async def _not_running(request: Request, exc: JobNotRunningError) -> JSONResponse:
-        return _error(409, str(exc))
-
-    @app.exception_handler(CheckpointError)
-    async def _checkpoint(request: Request, exc: CheckpointError) -> JSONResponse:
-        return _error(409, str(exc))
+    # errors whose class says the status; Starlette picks the handler by the exception's MRO, so
+    # RpcError (a MillraceError) keeps its own below, and MillraceError/ValueError are the 400 fallback
+    for exc_type, status in (
+        (UnknownJobError, 404), (UnknownTriggerError, 404), (JobNotRunningError, 409), (CheckpointError, 409), (MillraceError, 400), (ValueError, 400),
+    ):
+        app.add_exception_handler(exc_type, with_status(status))
 
     @app.exception_handler(RpcError)
     async def _rpc(request: Request, exc: RpcError) -> JSONResponse:
@@ -126,14 +123,6 @@ def install_error_handlers(app: FastAPI) -> None:
             log.warning("[REST] %s %s: the JobManager did not answer: %s", request.method, request.url.path, exc)
             return _error(503, f"the JobManager did not answer in time; try again ({exc})")
         return _error(status, str(exc).split(": ", 1)[-1])
-
-    @app.exception_handler(MillraceError)
-    async def _millrace(request: Request, exc: MillraceError) -> JSONResponse:
-        return _error(400, str(exc))
-
-    @app.exception_handler(ValueError)
-    async def _value(request: Request, exc: ValueError) -> JSONResponse:
-        return _error(400, str(exc))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
