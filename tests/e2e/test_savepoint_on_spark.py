@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cluster.conftest import start_session_cluster, stop_session_cluster
-from tests.integration.cluster.test_savepoint_cli import test_stop_then_resume_with_a_rescale_equals_the_failure_free_result as stop_and_resume
+from tests.integration.cluster.test_savepoint_cli import stop_and_resume
 
 pytestmark = pytest.mark.e2e
 
@@ -27,9 +27,11 @@ def _java_children(pid: int) -> list[int]:
 
 
 def test_stop_and_resume_with_a_rescale_on_spark_task_managers(tmp_path: Path) -> None:
+    """The issue's numbers: 300,000 events at 30,000/s, p=2, stopped after a few seconds, resumed at 3 and (another run) at 1."""
     cluster = start_session_cluster(tmp_path / "home", "--provider", "spark", "--taskmanagers", "2", "--max-taskmanagers", "3")
     try:
         assert _java_children(cluster.pid), "the session cluster should run a Spark driver (a JVM child process)"
-        stop_and_resume(cluster, tmp_path / "job")
+        stop_and_resume(cluster, tmp_path / "to3", 3, events=300_000, rate=30_000)
+        stop_and_resume(cluster, tmp_path / "to1", 1, events=300_000, rate=30_000)
     finally:
         stop_session_cluster(cluster)

@@ -37,26 +37,38 @@ def _location(stdout: str) -> str:
     return found.group(1)
 
 
-def test_stop_then_resume_with_a_rescale_equals_the_failure_free_result(session_cluster: SessionCluster, tmp_path: Path) -> None:
+def stop_and_resume(cluster: SessionCluster, tmp_path: Path, new_parallelism: int, embedded_resume: bool = False, events: int = 120_000, rate: int = 15_000) -> None:
+    """The savepoint issue's acceptance 1: run detached at p=2, stop with a savepoint after a few
+    seconds, run again from it at another parallelism; the table equals the failure-free result."""
     from pipelines.jobs.windowed_sum import reference
 
-    events, out = 120_000, tmp_path / "T"
-    run = session_cluster.cli(
+    out = tmp_path / "T"
+    run = cluster.cli(
         "run", "--detached", "--cluster", "session", MAIN_JOB, "-p", "2",
-        "--events", str(events), "--rate", "15000", "--checkpoint-interval-ms", "1000", "--output", str(out),
+        "--events", str(events), "--rate", str(rate), "--checkpoint-interval-ms", "1000", "--output", str(out),
     )
     assert run.returncode == 0, run.stdout + run.stderr
     job_id = _job_id(run.stdout)
-    wait_until(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
+    wait_until(lambda: _subtask_tms(cluster, job_id), what="subtasks running")
     time.sleep(3)
-    stop = session_cluster.cli("stop", job_id, "--savepoint-path", str(tmp_path / "sp"))
+    stop = cluster.cli("stop", job_id, "--savepoint-path", str(tmp_path / "sp"))
     assert stop.returncode == 0, stop.stdout + stop.stderr
     path = _location(stop.stdout)
     assert path.startswith(str(tmp_path / "sp") + "/savepoint-")
-    wait_until(lambda: _state(session_cluster, job_id) == "FINISHED", what="the stopped job FINISHED")
-    resumed = session_cluster.cli("run", "--cluster", "session", "-s", path, MAIN_JOB, "-p", "3", "--events", str(events), "--output", str(out))
+    wait_until(lambda: _state(cluster, job_id) == "FINISHED", what="the stopped job FINISHED")
+    assert 0 < len(read_table(out)) < len(reference(events))  # it stopped in the middle
+    where = ["--provider", "local"] if embedded_resume else ["--cluster", "session"]
+    resumed = cluster.cli("run", *where, "-s", path, MAIN_JOB, "-p", str(new_parallelism), "--events", str(events), "--output", str(out))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert read_table(out) == reference(events)
+
+
+def test_stop_then_resume_at_3_on_the_session_cluster(session_cluster: SessionCluster, tmp_path: Path) -> None:
+    stop_and_resume(session_cluster, tmp_path, 3)
+
+
+def test_stop_then_resume_at_1_embedded(session_cluster: SessionCluster, tmp_path: Path) -> None:
+    stop_and_resume(session_cluster, tmp_path, 1, embedded_resume=True)
 
 
 def test_savepoint_and_dispose(session_cluster: SessionCluster, tmp_path: Path) -> None:

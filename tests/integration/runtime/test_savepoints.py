@@ -148,6 +148,10 @@ def test_restore_rules_missing_operator_and_max_parallelism(mini_cluster: MiniCl
     with pytest.raises(JobExecutionError) as e:
         mini_cluster.submit(bad_graph).get_job_execution_result(timeout=60)
     assert "'ids'" in str(e.value) and "--allow-non-restored-state" in str(e.value)
+    import uuid
+
+    allowed = bad_graph.model_copy(update={"job_id": uuid.uuid4().hex, "config": {**bad_graph.config, "execution.savepoint.ignore-unclaimed-state": "true"}})
+    assert mini_cluster.submit(allowed).get_job_execution_result(timeout=120).status is JobStatus.FINISHED  # the source starts over
     # max parallelism changed: refused naming both values
     with pytest.raises(JobExecutionError) as e:
         mini_cluster.submit(program(tmp_path, 2, n, 100_000, savepoint=st.location, max_parallelism=64).get_job_graph("rules")).get_job_execution_result(timeout=60)
@@ -235,3 +239,37 @@ def test_a_program_without_uids_restores_into_the_same_program(mini_cluster: Min
     assert node_ids(first) != node_ids(again) and op_ids(first) == op_ids(again)
     assert mini_cluster.submit(again).get_job_execution_result(timeout=120).status is JobStatus.FINISHED
     assert_exactly_once(tmp_path / "out", n)
+
+
+@pytest.mark.parametrize("backends", [("rocksdb", "hashmap"), ("hashmap", "rocksdb")])
+def test_a_savepoint_of_one_state_backend_restores_into_the_other(mini_cluster: MiniCluster, tmp_path: Path, backends: tuple[str, str]) -> None:
+    """Canonical format: windowed_sum's per-record path keeps its windows in the keyed state backend."""
+    from pipelines.jobs import windowed_sum
+
+    n, out = 30_000, str(tmp_path / "out")
+
+    def env_for(backend: str, parallelism: int, savepoint_path: str | None = None) -> StreamExecutionEnvironment:
+        conf = Configuration()
+        conf.set_string("state.backend.type", backend)
+        conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+        if savepoint_path:
+            conf.set_string("execution.savepoint.path", savepoint_path)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(parallelism)
+        return env
+
+    first = env_for(backends[0], 2)
+    windowed_sum.build(first, n, out, per_record=True, rate=6_000, checkpoint_interval_ms=300)
+    client = mini_cluster.submit(first.get_job_graph("windowed_sum"))
+    wait_for_checkpoints(mini_cluster, client.job_id, 2)
+    st = savepoint(mini_cluster, client.job_id, stop=True)
+    assert st.status == "COMPLETED", st.failure
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    second = env_for(backends[1], 3, st.location)
+    windowed_sum.build(second, n, out, per_record=True)
+    assert mini_cluster.submit(second.get_job_graph("windowed_sum")).get_job_execution_result(timeout=180).status is JobStatus.FINISHED
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(out).to_pyarrow_table().to_pylist()
+    got = {(r["user_id"], r["window_start"]): (r["count"], r["sum"]) for r in rows}
+    assert len(got) == len(rows) and got == windowed_sum.reference(n)
