@@ -195,4 +195,17 @@ CHECKPOINTS_RETAINED_KEY = "state.checkpoints.num-retained"
 SAVEPOINTS_DIR_KEY = "state.savepoints.dir"  # Flink's key; default <warehouse>/_savepoints/<job name>
 SAVEPOINT_PATH_KEY = "execution.savepoint.path"  # restore the job from this savepoint (run -s)
 SAVEPOINT_IGNORE_UNCLAIMED_KEY = "execution.savepoint.ignore-unclaimed-state"  # --allow-non-restored-state
+# Millrace's own: when every source reached the end of its input, stop with a drained savepoint
+# (into state.savepoints.dir) instead of finishing, so the state lives on (e.g. the next day's run)
+END_OF_INPUT_SAVEPOINT_KEY = "execution.end-of-input.savepoint"
+
+
+def end_of_input_savepoint(config: dict[str, str]) -> bool:
+    """The value of END_OF_INPUT_SAVEPOINT_KEY ("true"/"false", default false); ConfigurationError otherwise."""
+    from runtime.core.errors import ConfigurationError
+
+    raw = str(config.get(END_OF_INPUT_SAVEPOINT_KEY, "false")).strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigurationError(f"{END_OF_INPUT_SAVEPOINT_KEY} must be 'true' or 'false', got {raw!r}")
+    return raw == "true"
 STATE_BACKEND_KEY = "state.backend.type"

@@ -146,6 +146,10 @@ class JobMaster(RpcEndpoint):
         """Returns when the savepoint is committed (and, with `stop`, the job is ending); raises if it failed."""
         return await self.scheduler.trigger_savepoint(msg.target_directory, msg.stop, msg.drain)
 
+    @rpc_method
+    async def source_reached_end_of_input(self, msg: m.SourceReachedEndOfInput) -> m.Ack:
+        return self.scheduler.source_reached_end_of_input(msg.execution_attempt_id)
+
     # --- coordinators -------------------------------------------------------------------------
     @rpc_method
     async def send_operator_event(self, msg: m.OperatorEventMessage) -> m.Ack:

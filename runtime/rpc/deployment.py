@@ -50,6 +50,9 @@ class TaskRestore(_Model):
     operator_files: dict[str, list[str]] = Field(default_factory=dict)
     # the table holding those files: a savepoint's, or None for the job's checkpoint table
     state_dir: str | None = None
+    # operators of this task that the checkpoint knows; the others are new (Flink: not restored,
+    # e.g. a source added to the program reads from its start)
+    restored_operators: list[str] = Field(default_factory=list)
 
 
 class TaskDeploymentDescriptor(_Model):

@@ -264,6 +264,13 @@ class TriggerSavepoint(Message):
     drain: bool = False
 
 
+class SourceReachedEndOfInput(Message):
+    """Source task -> JobMaster: its input ended and it holds (execution.end-of-input.savepoint)."""
+
+    job_id: str
+    execution_attempt_id: str
+
+
 class SavepointTriggerId(Message):
     job_id: str
     trigger_id: str

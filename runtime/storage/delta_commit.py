@@ -94,8 +94,12 @@ def commit_add_files(
     app_id: str | None = None,
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
+    replace_where: dict[str, str] | None = None,
 ) -> CommitResult:
     """Add `files` (paths relative to the table root) in ONE Delta commit; create the table if needed.
+
+    `replace_where` (mode "overwrite" only): partition column -> value; the commit removes only the
+    files of those partitions (Delta's replaceWhere on partition columns), the rest of the table stays.
 
     files: dicts with path, size, num_records, partition_values, and optional min_values /
     max_values / null_count / modification_time. schema: a pyarrow Schema of the whole table
@@ -106,6 +110,9 @@ def commit_add_files(
     """
     if mode not in ("append", "overwrite"):
         raise StorageError(f"Delta commit to {table_uri}: mode must be 'append' or 'overwrite', got {mode!r}")
+    if replace_where and mode != "overwrite":
+        raise StorageError(f"Delta commit to {table_uri}: replace_where {replace_where} needs mode 'overwrite', got {mode!r}")
+    filters = [(k, "=", v) for k, v in replace_where.items()] if replace_where and mode == "overwrite" else None
     from deltalake import CommitProperties, Schema as DeltaSchema, Transaction
     from deltalake.transaction import create_table_with_add_actions
 
@@ -140,7 +147,7 @@ def commit_add_files(
             if done is not None and done >= int(version):  # type: ignore[arg-type]
                 log.info("Delta commit to %s skipped: %s version %s already committed (%s)", table_uri, app_id, version, done)
                 return CommitResult(dt.version(), False)
-        if mode == "append":
+        if mode == "append" or filters:  # a partial overwrite keeps the table's other rows: same schema
             _check_append_schema(table_uri, dt, schema)
     except StorageError:
         raise
@@ -148,7 +155,9 @@ def commit_add_files(
         raise StorageError(f"Delta commit of {len(actions)} files to {table_uri} failed, nothing committed: {e}") from e
     before = dt.version()
     try:
-        dt.create_write_transaction(actions, mode, schema, partition_by=partition_by or None, commit_properties=props)
+        dt.create_write_transaction(
+            actions, mode, schema, partition_by=partition_by or None, partition_filters=filters, commit_properties=props
+        )
     except Exception as e:
         # a failure here may come after the log entry was written (e.g. a post-commit step):
         # look at the table again before saying anything

@@ -23,6 +23,7 @@ from runtime.core.checkpoint import (
     OperatorSnapshot,
     StateInitializationContext,
     copy_on_write_snapshot,
+    end_of_input_savepoint,
     mark_forked_snapshot_writer,
 )
 from runtime.core.durations import parse_duration_ms
@@ -40,6 +41,7 @@ from runtime.rpc.messages import (
     ErrorInfo,
     OperatorEventMessage,
     SavepointOptions,
+    SourceReachedEndOfInput,
     StateFileHandle,
     TaskExecutionStateUpdate,
     TaskMetricsSnapshot,
@@ -102,7 +104,7 @@ class Task:
         network: Any,
         tm_id: str,
         report_state: Callable[[TaskExecutionStateUpdate], None],
-        send_operator_event: Callable[[OperatorEventMessage], None],
+        send_operator_event: Callable[[OperatorEventMessage | SourceReachedEndOfInput], None],
         on_terminal: Callable[["Task"], None],
         checkpoint_response: Callable[[AcknowledgeCheckpoint | DeclineCheckpoint], None] | None = None,
     ) -> None:
@@ -126,6 +128,7 @@ class Task:
         # work for the task thread from other threads (checkpoint triggers, notifications): run between inputs
         self._control: collections.deque[Callable[[], None]] = collections.deque()
         self._held_for_savepoint: int | None = None  # a source after a stop-with-savepoint barrier
+        self._at_end_of_input = False  # a source whose input ended, holding for the final savepoint
         self._chain: OperatorChain | None = None
         self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
         self._barrier_handler: Any = None
@@ -335,11 +338,13 @@ class Task:
         mailbox = self.mailbox
         canceled = self._canceled
         control = self._control
+        savepoint_at_end = end_of_input_savepoint(self.tdd.config)
         while not canceled.is_set():
             mailbox.run_due()
             if control:
                 self._run_control()
-            if self._held_for_savepoint is not None:  # nothing may follow a stop-with-savepoint barrier
+            # nothing may follow a stop-with-savepoint barrier; an ended input waits for its savepoint
+            if self._held_for_savepoint is not None or self._at_end_of_input:
                 time.sleep(0.005)
                 continue
             try:
@@ -349,7 +354,14 @@ class Task:
                     e.__millrace_operator__ = member.spec.name  # type: ignore[attr-defined]
                 raise
             if status is InputStatus.END_OF_INPUT:
-                break
+                if not savepoint_at_end:
+                    break
+                # execution.end-of-input.savepoint: hold here; the JobMaster stops the job with a
+                # drained savepoint once every source is here (the job FINISHES from that stop)
+                self._at_end_of_input = True
+                self.send_operator_event(SourceReachedEndOfInput(job_id=self.tdd.job_id, execution_attempt_id=self.tdd.execution_attempt_id))
+                self.log.info("end of input: holding for the final savepoint")
+                continue
             if status is InputStatus.NOTHING_AVAILABLE:
                 time.sleep(mailbox.seconds_until_next(0.01))
         if canceled.is_set():
@@ -424,7 +436,8 @@ class Task:
                 ctx = read_operator_state(state_dir, files, op_id, kgr, tdd.subtask_index, tdd.parallelism)
                 ctx.restored_checkpoint_id = restore.checkpoint_id  # type: ignore[union-attr]
             else:
-                ctx = StateInitializationContext(restored_checkpoint_id=restore.checkpoint_id if restore is not None else None)
+                known = restore is not None and op_id in restore.restored_operators
+                ctx = StateInitializationContext(restored_checkpoint_id=restore.checkpoint_id if known else None)  # type: ignore[union-attr]
             chain._guard(spec.name, chain.operator(spec.node_id).initialize_state, ctx)
         if restore is not None:
             self.log.info("restored from checkpoint %d", restore.checkpoint_id)

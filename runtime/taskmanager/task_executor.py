@@ -243,8 +243,9 @@ class TaskExecutor(RpcEndpoint):
                         raise
                     time.sleep(0.5 * 2**i)
 
-        def send_event(event: m.OperatorEventMessage) -> None:
-            jm.call_sync("send_operator_event", event, timeout=60)
+        def send_event(event: m.OperatorEventMessage | m.SourceReachedEndOfInput) -> None:
+            method = "send_operator_event" if isinstance(event, m.OperatorEventMessage) else "source_reached_end_of_input"
+            jm.call_sync(method, event, timeout=60)
 
         def checkpoint_response(msg: m.AcknowledgeCheckpoint | m.DeclineCheckpoint) -> None:
             method = "acknowledge_checkpoint" if isinstance(msg, m.AcknowledgeCheckpoint) else "decline_checkpoint"

@@ -201,8 +201,13 @@ class DeltaSinkWriter(StreamOperator):
         for i, k in enumerate(keys):
             groups.setdefault(k, []).append(i)
         data = table.drop_columns(parts)  # Delta keeps partition values in the log, not the files
+        scope = self.sink.replace_where
         for k, idx in groups.items():
             pv = {p: _partition_str(v) for p, v in zip(parts, k)}
+            if scope is not None and any(pv[c] != v for c, v in scope.items()):
+                raise InvalidProgramError(
+                    f"DeltaSink({self.sink.path}): a row of partition {pv} is outside replace_where {scope}; nothing of it is written"
+                )
             self._write(k, pv, data.take(idx) if len(idx) != len(table) else data)
 
     def _write(self, key: tuple, partition_values: dict[str, str | None], table: Any) -> None:
@@ -275,7 +280,15 @@ class DeltaSinkWriter(StreamOperator):
         self._pending[checkpoint_id], self._done = self._done, []
         self._handed_over = len(self._written)
         files = self._uncommitted()
-        return OperatorSnapshot(committables=[{"files": files, "schema": self._schema}] if files else [])
+        scope = self.sink.replace_where
+        if not files and scope is None:
+            return OperatorSnapshot(committables=[])
+        assert self.ctx is not None
+        # origin app id: a restore in another job skips what this job committed; scope: a restore
+        # knows whether its output lineage already replaced the partitions (a marker even with no files)
+        return OperatorSnapshot(
+            committables=[{"files": files, "schema": self._schema, "app_id": sink_app_id(self.sink, self.ctx.job_id), "scope": scope}]
+        )
 
     def _uncommitted(self) -> list[dict[str, Any]]:
         return [f for _, fs in sorted(self._pending.items()) for f in fs]
@@ -334,8 +347,7 @@ class DeltaSinkCoordinator:
 
     @property
     def app_id(self) -> str:
-        # the sink's own id: two sinks of one job on one table must not share a transaction id
-        return self.sink.app_id or f"millrace-{self.job_id}-{self.sink.sink_id}"
+        return sink_app_id(self.sink, self.job_id)
 
     def start(self) -> None:
         pass
@@ -387,6 +399,7 @@ class DeltaSinkCoordinator:
             result = commit_add_files(
                 self.sink.path, files, self._table_schema(), mode=mode, partition_by=self.sink.partition_by,
                 app_id=self.app_id, version=version, storage_options=self.sink.storage_options,
+                replace_where=self.sink.replace_where if mode == "overwrite" else None,
             )
         except CommitOutcomeUnknownError:
             self._keep_files = True
@@ -435,6 +448,7 @@ class DeltaSinkCoordinator:
 
         self._committed_paths |= referenced_files(self.sink.path, self.sink.storage_options)
         if checkpoint_id is not None:
+            committables = self._not_committed_elsewhere(checkpoint_id, committables)
             files = self._not_committed(self._flatten(committables))
             if files:
                 self._check_schemas()
@@ -444,14 +458,38 @@ class DeltaSinkCoordinator:
                     log.info("Delta sink %s: committed checkpoint %d on restore (%d files)", self.sink.path, checkpoint_id, len(files))
             self._last_checkpoint = checkpoint_id
             # restored (from a checkpoint or a savepoint, maybe of another job): the output goes
-            # on; an overwrite sink must not wipe what the restored state already stands for
-            self._any_commit = True
+            # on; an overwrite sink must not wipe what the restored state already stands for. A
+            # replace_where sink replaces its partitions unless the restored lineage already did.
+            scope = self.sink.replace_where
+            self._any_commit = scope is None or any(c.get("scope") == scope for per in committables for c in per or [])
         if committed_version(self.sink.path, self.app_id, self.sink.storage_options) is not None:
             self._any_commit = True
         restarted = set(range(self.parallelism)) if subtasks is None else set(subtasks)
         for s in restarted:
             self._files.pop(s, None)  # their tails will be reported again by the new attempts
         self._delete_orphans(restarted)
+
+    def _not_committed_elsewhere(self, checkpoint_id: int, committables: list[Any]) -> list[Any]:
+        """Committables another job (another app id) committed itself before its state was taken
+        over are not committed again: the table may have moved on since (e.g. those partitions
+        were replaced), and re-adding their files would bring old rows back."""
+        from runtime.storage.delta_commit import committed_version
+
+        done: dict[str, bool] = {}
+        out = []
+        for per in committables:
+            keep = []
+            for c in per or []:
+                origin = c.get("app_id")
+                if origin and origin != self.app_id and c.get("files"):
+                    if origin not in done:
+                        v = committed_version(self.sink.path, origin, self.sink.storage_options)
+                        done[origin] = v is not None and v >= checkpoint_id
+                    if done[origin]:
+                        c = {**c, "files": []}
+                keep.append(c)
+            out.append(keep)
+        return out
 
     def _delete_orphans(self, subtasks: set[int]) -> None:
         """Files of these subtasks' attempts that the table does not reference (Flink: the committer's clean-up)."""
@@ -548,6 +586,11 @@ class DeltaSinkCoordinator:
                 log.warning("could not delete uncommitted Delta file %s", f["path"])
 
 
+def sink_app_id(sink: "DeltaSink", job_id: str) -> str:
+    # the sink's own id: two sinks of one job on one table must not share a transaction id
+    return sink.app_id or f"millrace-{job_id}-{sink.sink_id}"
+
+
 def file_prefix(sink: "DeltaSink") -> str:
     return f"part-{sink.sink_id}-"
 
@@ -569,7 +612,12 @@ class DeltaSinkCoordinatorProvider:
 
 
 class DeltaSink(Sink):
-    """`DeltaSink(path, schema=None, mode="append"|"overwrite", partition_by=None)`.
+    """`DeltaSink(path, schema=None, mode="append"|"overwrite", partition_by=None, replace_where=None)`.
+
+    `replace_where={"day": "2026-01-03"}` (with mode "overwrite", partition columns only): the job's
+    first commit replaces just those partitions (Delta's replaceWhere), and every row must fall in
+    them. Unlike a plain overwrite it is applied again when the job is restored from the state of
+    a job that wrote other partitions (e.g. yesterday's savepoint), not when its own output goes on.
 
     `app_id` / `app_version` tag the commit (Delta txn): a second commit with the same app id and a
     version not newer is skipped. Default app id: "millrace-<job id>-<sink id>" (unique per sink).
@@ -585,9 +633,18 @@ class DeltaSink(Sink):
         app_id: str | None = None,
         app_version: int = 1,
         storage_options: dict[str, str] | None = None,
+        replace_where: dict[str, Any] | None = None,
     ) -> None:
         if mode not in ("append", "overwrite"):
             raise InvalidProgramError(f"DeltaSink({path}): mode must be 'append' or 'overwrite', got {mode!r}")
+        parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+        if replace_where is not None:
+            outside = sorted(set(replace_where) - set(parts))
+            if mode != "overwrite" or not replace_where or outside:
+                raise InvalidProgramError(
+                    f"DeltaSink({path}): replace_where {replace_where} needs mode='overwrite' and partition columns only "
+                    f"(partition_by={parts}{f'; not partition columns: {outside}' if outside else ''})"
+                )
         self.path = path
         self.schema = schema
         _to_arrow_schema(schema)  # validate early, at the call site
@@ -597,6 +654,8 @@ class DeltaSink(Sink):
         self.app_id = app_id
         self.app_version = int(app_version)
         self.storage_options = storage_options
+        # Delta's replaceWhere on partition columns: the first commit replaces only these partitions
+        self.replace_where = {k: _partition_str(v) for k, v in replace_where.items()} if replace_where else None
         self.sink_id = uuid.uuid4().hex[:12]  # fixed in the JobGraph: the same for every attempt of this job
 
     @staticmethod

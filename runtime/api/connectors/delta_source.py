@@ -55,6 +55,21 @@ def arrow_to_columns(batch: Any) -> dict[str, np.ndarray]:
     return cols
 
 
+def _pruned(snap: DeltaSnapshot, partition_filter: dict[str, Any]) -> DeltaSnapshot:
+    """The snapshot with only the files whose partition values equal `partition_filter`'s."""
+    import dataclasses
+
+    unknown = sorted(set(partition_filter) - set(snap.partition_columns))
+    if unknown:
+        raise InvalidProgramError(
+            f"DeltaSource({snap.table_uri}): partition_filter names {unknown}, which are not partition columns "
+            f"(the table is partitioned by {list(snap.partition_columns) or 'nothing'})"
+        )
+    want = {k: str(v) for k, v in partition_filter.items()}
+    files = tuple(f for f in snap.files if all(f.partition_values.get(k) == v for k, v in want.items()))
+    return dataclasses.replace(snap, files=files)
+
+
 def type_info_of(schema: Any) -> Any:
     """Types.ROW_NAMED(...) for an Arrow schema (fields without a Millrace type become PICKLED)."""
     import pyarrow as pa
@@ -167,10 +182,11 @@ class DeltaSourceOperator(SplitSourceOperator):
 
 
 class DeltaSource(Source):
-    """`DeltaSource.for_path(path, version=None, columns=None)`: the rows of one table version.
+    """`DeltaSource.for_path(path, version=None, columns=None, partition_filter=None)`: the rows of one table version.
 
     `version=None` reads the newest version at the time the source is built; `snapshot_version`
-    tells which one that was (e.g. for a Dagster materialization's lineage).
+    tells which one that was (e.g. for a Dagster materialization's lineage). `partition_filter`
+    ({"day": "2026-01-03"}) reads only the files of those partition values (partition pruning).
     """
 
     def __init__(
@@ -180,6 +196,7 @@ class DeltaSource(Source):
         columns: Sequence[str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         storage_options: dict[str, str] | None = None,
+        partition_filter: dict[str, Any] | None = None,
     ) -> None:
         if batch_size < 1:
             raise InvalidProgramError(f"DeltaSource({path}): batch_size must be >= 1, got {batch_size}")
@@ -191,6 +208,8 @@ class DeltaSource(Source):
             self.snapshot: DeltaSnapshot = snapshot(path, version, storage_options)
         except Exception as e:  # noqa: BLE001 - a program error at build time, not a task failure
             raise InvalidProgramError(f"DeltaSource: cannot read the Delta table at {path}: {e}") from e
+        if partition_filter:
+            self.snapshot = _pruned(self.snapshot, partition_filter)
         if self.columns:
             unknown = [c for c in self.columns if c not in self.snapshot.schema.names]
             if unknown:

@@ -21,7 +21,7 @@ from runtime.api.common.restart_strategy import (
 )
 from runtime.api.datastream.checkpoint_config import CheckpointConfig, StateBackend, state_backend_from_config
 from runtime.api.datastream.data_stream import DataStream
-from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY, CHECKPOINT_MODE_KEY, CheckpointingMode
+from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY, CHECKPOINT_MODE_KEY, CheckpointingMode, end_of_input_savepoint
 from runtime.core.errors import ConfigurationError, InvalidProgramError
 from runtime.graph.transformations import OneInputTransformation, SourceTransformation, Transformation
 from runtime.jobmanager.scheduler import failover as _failover
@@ -49,6 +49,7 @@ def validate_fault_tolerance_config(config: Configuration | dict[str, str]) -> N
     d = c.to_dict()
     _failover.restart_strategy_from_config(d, _failover.is_checkpointing_enabled(d))
     _failover.failover_strategy_from_config(d)
+    end_of_input_savepoint(d)
 
 
 class ExecutionConfig:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_SLOT_REQUEST_TIMEOUT_S = 60.0
+FINAL_SAVEPOINT_ATTEMPTS = 3  # execution.end-of-input.savepoint: tries before the job fails
 _CONSEQUENTIAL_FAILURES = frozenset({"ProducerFailedError", "PartitionReleasedError", "TaskCanceled", "TaskManagerLostError"})
 
 
@@ -95,6 +96,8 @@ class Scheduler:
         self.deployed = False  # the first deployment happened
         self.finishing = False
         self.stopping = False  # a stop-with-savepoint completed: tasks are being ended, the job FINISHES
+        self._sources_at_end: set[str] = set()  # attempts of sources whose input ended (end-of-input savepoint)
+        self._final_savepoint_running = False
         self._waiting: list[ExecutionVertexID] = []  # scheduled, waiting for slots
         self._waiting_since = 0
         self._pending_restart: set[ExecutionVertexID] = set()
@@ -235,11 +238,15 @@ class Scheduler:
         if cp is None:
             return None
         files = {}
+        known = set(cp.parallelism) | set(cp.operator_files) | set(cp.committables)
         for op in ev.job_vertex.operators:
             op_id = op.operator_id
             if op_id in cp.operator_files:
                 files[op_id] = list(cp.operator_files[op_id])
-        return TaskRestore(checkpoint_id=cp.checkpoint_id, operator_files=files, state_dir=getattr(cp, "location", None))
+        return TaskRestore(
+            checkpoint_id=cp.checkpoint_id, operator_files=files, state_dir=getattr(cp, "location", None),
+            restored_operators=[op.operator_id for op in ev.job_vertex.operators if op.operator_id in known],
+        )
 
     async def _deploy(self, ev: ExecutionVertex) -> None:
         ex = ev.current_execution
@@ -572,8 +579,52 @@ class Scheduler:
         location = new_savepoint_location(base, self.job_id)
         meta = await self.checkpoints.trigger_savepoint(m.SavepointOptions(target=location, stop=stop, drain=drain))
         if stop:
+            # the job's result names the savepoint it stopped with (the next run starts from it)
+            self.accumulators["savepoint_path"] = location
+            self.accumulators["savepoint_checkpoint_id"] = meta.checkpoint_id
             self._stop_after_savepoint(meta.checkpoint_id)
         return m.SavepointLocation(location=location, checkpoint_id=meta.checkpoint_id)
+
+    def source_reached_end_of_input(self, attempt_id: str) -> m.Ack:
+        """A source's input ended and it holds (execution.end-of-input.savepoint): once every
+        source's current attempt is there, stop the job with a drained savepoint."""
+        ev = self.by_attempt.get(attempt_id)
+        if ev is None or ev.current_execution.attempt_id != attempt_id:
+            return m.Ack(ok=False, message="unknown or stale attempt")
+        self._sources_at_end.add(attempt_id)
+        sources = [v for v in self.eg.all_vertices() if not v.job_vertex.inputs]
+        at_end = sum(v.current_execution.attempt_id in self._sources_at_end for v in sources)
+        self._log(logging.INFO, "%s reached the end of its input (%d of %d sources)", ev.task_name_with_subtask, at_end, len(sources))
+        if at_end == len(sources) and not (self._final_savepoint_running or self.stopping or self.finishing):
+            self._final_savepoint_running = True
+            self.host.spawn(self._final_savepoint())
+        return m.Ack()
+
+    async def _final_savepoint(self) -> None:
+        """Stop with a drained savepoint (event time ends, timers and windows fire, then the state
+        is saved); retried, then the job fails: its state must not be lost silently."""
+        error: Exception | None = None
+        try:
+            for attempt in range(1, FINAL_SAVEPOINT_ATTEMPTS + 1):
+                while self.status.state is JobStatus.RUNNING and not self.stopping and not self.all_tasks_running():
+                    await asyncio.sleep(0.02)  # a short input may end before every task was deployed
+                if self.status.state is not JobStatus.RUNNING or self.stopping:
+                    return  # a failover restarts the sources, which report their end again
+                try:
+                    where = await self.trigger_savepoint(None, stop=True, drain=True)
+                    self._log(logging.INFO, "every source reached the end of its input: stopped with savepoint %s", where.location)
+                    return
+                except CheckpointError as e:
+                    error = e
+                    self._log(logging.WARNING, "final savepoint, attempt %d of %d, failed: %s", attempt, FINAL_SAVEPOINT_ATTEMPTS, e)
+                    await asyncio.sleep(0.5 * attempt)
+            if self.status.state is JobStatus.RUNNING and not self.stopping:
+                self._fail_job(m.ErrorInfo(
+                    type_name="CheckpointError",
+                    message=f"the savepoint at the end of the input failed {FINAL_SAVEPOINT_ATTEMPTS} times (last: {error}); the job's state was not saved",
+                ))
+        finally:
+            self._final_savepoint_running = False
 
     def _stop_after_savepoint(self, savepoint_id: int) -> None:
         """The stop-with-savepoint completed (sinks committed it, sources hold after its barrier):
