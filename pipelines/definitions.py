@@ -4,8 +4,9 @@ Resources:
 - `spark`: SparkResource (Delta configured, started lazily); its config can be set at launch.
 - `millrace`: MillraceClusterResource in embedded mode (per-job cluster in the run process,
   TaskManagers on Spark executors; set `provider: local` at launch for local processes), used by
-  the assets. Switch it to `mode: session` to run them on a session cluster instead.
-- `millrace_session`: MillraceClusterResource in session mode for the streaming jobs; the cluster
+  the assets (daily_events / running_totals are the savepoint backfill, pipelines/daily_totals.py). Switch it to `mode: session` to run them on a session cluster instead.
+- `millrace_session`: MillraceClusterResource in session mode for the streaming jobs (and the live
+  running_totals lifecycle, pipelines/live.py); the cluster
   is MILLRACE_URL + MILLRACE_TOKEN when set (EnvVar), else the cluster file under MILLRACE_HOME.
 - `warehouse`: DeltaWarehouseResource; base location MILLRACE_WAREHOUSE or <project>/warehouse.
 """
@@ -16,6 +17,14 @@ from dagster import Definitions, EnvVar
 
 from pipelines.assets import user_minute_totals, windowed_sum_table
 from pipelines.checks import table_checks
+from pipelines.daily_totals import daily_events, running_totals
+from pipelines.live import (
+    millrace_restore_sensor,
+    savepoint_live_jobs,
+    savepoint_live_jobs_schedule,
+    start_live_running_totals_job,
+    stop_live_with_savepoint,
+)
 from pipelines.schedules import daily_tables_job, daily_tables_schedule
 from pipelines.sensors import millrace_failure_sensor, user_minute_totals_job, windowed_sum_version_sensor
 from pipelines.streaming import cancel_live_activity_job, submit_live_activity_job
@@ -49,10 +58,13 @@ asset_checks = [
 ]
 
 defs = Definitions(
-    assets=[windowed_sum_table, user_minute_totals],
+    assets=[windowed_sum_table, user_minute_totals, daily_events, running_totals],
     asset_checks=asset_checks,
-    jobs=[daily_tables_job, user_minute_totals_job, submit_live_activity_job, cancel_live_activity_job],
-    schedules=[daily_tables_schedule],
-    sensors=[windowed_sum_version_sensor, millrace_failure_sensor],
+    jobs=[
+        daily_tables_job, user_minute_totals_job, submit_live_activity_job, cancel_live_activity_job,
+        start_live_running_totals_job, savepoint_live_jobs, stop_live_with_savepoint,
+    ],
+    schedules=[daily_tables_schedule, savepoint_live_jobs_schedule],
+    sensors=[windowed_sum_version_sensor, millrace_failure_sensor, millrace_restore_sensor],
     resources=resources,
 )

@@ -85,3 +85,15 @@ class DeltaWarehouseResource(ConfigurableResource):
     def read_table(self, path: str, version: Optional[int] = None, columns: Optional[list[str]] = None) -> Any:
         """The table as a pyarrow Table."""
         return delta_read.read_table(path, version, columns, self.options())
+
+    def replace_rows(self, path: str, data: Any, where: dict[str, Any], partition_by: Optional[list[str]] = None) -> int:
+        """Replace the rows matching `where` (column -> value) with `data`, in one commit; the new version."""
+        from runtime.storage.delta_write import replace_rows
+
+        return replace_rows(path, data, where, partition_by, self.options())
+
+    def delete_rows(self, path: str, where: dict[str, Any]) -> int:
+        """Delete the rows matching `where` in one commit; how many went."""
+        from runtime.storage.delta_write import delete_rows
+
+        return delete_rows(path, where, self.options())

@@ -12,6 +12,13 @@ pytestmark = pytest.mark.unit
 def test_asset_graph_has_the_lineage():
     graph = defs.resolve_asset_graph()
     assert graph.get(AssetKey("user_minute_totals")).parent_keys == {AssetKey("windowed_sum_table")}
+    # a day of running_totals needs that day's events and its own previous day (a backfill runs in order)
+    totals = graph.get(AssetKey("running_totals"))
+    assert totals.parent_keys == {AssetKey("daily_events"), AssetKey("running_totals")}
+    mapping = totals.partition_mappings[AssetKey("running_totals")]
+    assert (mapping.start_offset, mapping.end_offset) == (-1, -1)
+    assert totals.partitions_def.get_first_partition_key() == "2026-01-01"
+    assert {c.name for c in totals.check_keys} == {"totals_carry_forward"}
 
 
 def test_launchpad_config_is_typed_and_documented():
@@ -39,7 +46,8 @@ def test_launchpad_config_is_typed_and_documented():
 def test_jobs_sensors_and_schedule_are_registered():
     repo = defs.get_repository_def()
     assert {"daily_tables_job", "user_minute_totals_job", "submit_live_activity_job", "cancel_live_activity_job"} <= set(repo.job_names)
-    assert {s.name for s in repo.sensor_defs} == {"windowed_sum_version_sensor", "millrace_failure_sensor"}
-    assert [s.name for s in repo.schedule_defs] == ["daily_tables_schedule"]
-    for name in ("submit_live_activity_job", "cancel_live_activity_job"):
+    assert {s.name for s in repo.sensor_defs} == {"windowed_sum_version_sensor", "millrace_failure_sensor", "millrace_restore_sensor"}
+    assert {s.name for s in repo.schedule_defs} == {"daily_tables_schedule", "savepoint_live_jobs_schedule"}
+    assert defs.get_schedule_def("savepoint_live_jobs_schedule").cron_schedule == "0 * * * *"
+    for name in ("submit_live_activity_job", "cancel_live_activity_job", "start_live_running_totals_job", "savepoint_live_jobs", "stop_live_with_savepoint"):
         assert "millrace_session" in defs.resolve_job_def(name).required_resource_keys

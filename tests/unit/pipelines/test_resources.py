@@ -11,6 +11,7 @@ from dagster._core.errors import DagsterExecutionInterruptedError
 
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from resources.millrace import FAILURE_CAUSE, FAILURE_JOB_ID, SubmittedJob, summarize_run, vertex_records_from_details
+from resources.millrace_client import EmbeddedMillraceClient, SessionMillraceClient
 from runtime.api.common import Types
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.execution import JobExecutionResult
@@ -149,11 +150,19 @@ def test_session_url_and_token_from_env_vars(monkeypatch):
     assert out.output_for_node("where") == "http://127.0.0.1:9 secret"
 
 
-def test_detached_needs_a_session_cluster():
+def test_get_client_returns_the_modes_client_and_detached_or_savepoints_need_a_session_cluster():
+    resource = _resource()
+    client = resource.get_client()
+    assert isinstance(client, EmbeddedMillraceClient) and resource.get_client() is client  # it keeps its attached jobs
     with pytest.raises(ConfigurationError, match="session"):
-        _resource().executor(detached=True)
+        client.executor(detached=True)
     with pytest.raises(ConfigurationError, match="session cluster"):
         _resource().rest()
+    for call in (lambda: client.trigger_savepoint("j"), lambda: client.stop_with_savepoint("j"), lambda: client.latest_checkpoint_path("j")):
+        with pytest.raises(ConfigurationError, match="needs a session cluster"):
+            call()
+    session = MillraceClusterResource(mode="session", url="http://127.0.0.1:9", token="t", spark=SparkResource()).get_client()
+    assert isinstance(session, SessionMillraceClient) and session.endpoint.url == "http://127.0.0.1:9"
 
 
 # -- following a job --------------------------------------------------------------------------------

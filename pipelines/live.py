@@ -1,0 +1,262 @@
+"""The live running_totals job on a session cluster, and its savepoint lifecycle.
+
+- `start_live_running_totals`: submits pipelines/jobs/running_totals.py --streaming detached,
+  restored from the newest registered savepoint (a day's, or a live one), or from `restore_from`
+  (the restore sensor passes the failed job's latest checkpoint). Its Millrace name
+  `running_totals_live-from-<day>` says the first day of its live events.
+- `savepoint_live_jobs` (and the hourly `savepoint_live_jobs_schedule`): a savepoint of every
+  running live job, registered; then retention: per job only the newest `keep` savepoints stay,
+  the older ones are disposed (files and registry rows).
+- `stop_live_with_savepoint`: stops the live job(s) with a savepoint (FINISHED), registered.
+- `millrace_restore_sensor`: a live job found FAILED is started again from its latest checkpoint
+  or savepoint, at most 3 times per hour; each restart is reported in the sensor's log and in the
+  run it launches.
+
+All use the `millrace_session` resource (a session cluster) and the savepoint registry.
+No `from __future__ import annotations` here: Dagster reads the Config classes' annotations.
+"""
+import json
+import time
+from typing import Any, Optional
+
+from dagster import (
+    Config,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    Failure,
+    OpExecutionContext,
+    RunRequest,
+    ScheduleEvaluationContext,
+    SensorEvaluationContext,
+    SkipReason,
+    job,
+    op,
+    schedule,
+    sensor,
+)
+from pydantic import Field
+
+from pipelines.daily_totals import TOTALS_TABLE
+from pipelines.jobs import running_totals as program
+from pipelines.jobs.daily_events import day_name, day_index
+from pipelines.savepoint_registry import LIVE_PREFIX, SavepointEntry, SavepointRegistry, live_partition
+from resources.millrace import MillraceClusterResource
+from resources.warehouse import DeltaWarehouseResource
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.core.errors import InvalidProgramError, StorageError
+from runtime.core.states import JobStatus
+
+RESTARTS_PER_HOUR = 3
+HOUR_S = 3600.0
+
+
+class LiveRunningTotalsConfig(Config):
+    rate: int = Field(default=1_000, ge=1, description="live events per second")
+    events_per_day: int = Field(default=100_000, ge=1, description="events per day of the generator (as daily_events)")
+    parallelism: int = Field(default=2, ge=1, description="parallelism of the Millrace job")
+    checkpoint_interval_ms: int = Field(default=10_000, ge=100, description="checkpoint interval of the live job")
+    restart_attempts: int = Field(
+        default=3, ge=0, description="restarts inside Millrace before the job FAILS (then the restore sensor takes over)"
+    )
+    restore_from: str = Field(default="", description="restore from this savepoint or checkpoint; empty: the newest registered savepoint")
+    start_day: str = Field(default="", description="with restore_from: the first day of the live events of the job it continues")
+    reason: str = Field(default="", description="why this run starts the job (the restore sensor says which job failed)")
+
+
+class LiveSavepointConfig(Config):
+    keep: int = Field(default=7, ge=1, description="savepoints kept per job; older ones are disposed")
+    drain: bool = Field(default=False, description="stop only: emit a final MAX watermark first (every open day is emitted)")
+
+
+def live_jobs(millrace: MillraceClusterResource) -> list[dict[str, Any]]:
+    """Running (not ended) live jobs of the session cluster."""
+    return [
+        j for j in millrace.get_client().list_jobs()
+        if program.live_start_day(str(j.get("name", ""))) is not None and not JobStatus(j["state"]).is_globally_terminal
+    ]
+
+
+def start_point(registry: SavepointRegistry, restore_from: str, start_day: str) -> tuple[str, str]:
+    """(savepoint to restore, first live day): given, or the newest registered savepoint."""
+    if restore_from:
+        if not start_day:
+            raise Failure(description="restore_from needs start_day: the first day of live events of the job it continues")
+        return restore_from, start_day
+    newest = registry.newest(program.JOB_NAME, program.LIVE_JOB_NAME)
+    if newest is None:
+        raise Failure(description=f"no savepoint in {registry.path}: materialize running_totals for at least one day first")
+    if newest.partition.startswith(LIVE_PREFIX):
+        return newest.path, newest.partition[len(LIVE_PREFIX):]
+    return newest.path, day_name(day_index(newest.partition) + 1)  # the day after the last daily savepoint
+
+
+@op(description="Submit the live running_totals job to the session cluster, restored from the newest registered savepoint.")
+def start_live_running_totals(
+    context: OpExecutionContext, config: LiveRunningTotalsConfig, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource
+) -> str:
+    running = live_jobs(millrace_session)
+    if running:
+        raise Failure(description=f"a live running_totals job is already running: {', '.join(j['jid'] + ' ' + j['name'] for j in running)}")
+    if config.reason:
+        context.log.warning(config.reason)
+    restore, start_day = start_point(SavepointRegistry(warehouse), config.restore_from, config.start_day)
+    name = program.live_job_name(start_day)
+    try:
+        env = StreamExecutionEnvironment.get_execution_environment(
+            program.configure(restore, warehouse.savepoint_path(program.LIVE_JOB_NAME), stop_at_end=False)
+        )
+        env.set_parallelism(config.parallelism)
+        if config.restart_attempts:
+            env.configure({"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": str(config.restart_attempts),
+                           "restart-strategy.fixed-delay.delay": "1 s"})
+        else:
+            env.configure({"restart-strategy.type": "none"})
+        program.build_live(env, start_day, config.events_per_day, config.rate, warehouse.table_path(TOTALS_TABLE), config.checkpoint_interval_ms)
+    except InvalidProgramError as e:
+        raise Failure(description=f"cannot start {name}: {e}") from e
+    submitted = millrace_session.get_client().submit(env.get_job_graph(name), detached=True, context=context)
+    context.log.info(f"live job {submitted.job_id} '{name}' restored from {restore}, live events from {start_day}")
+    context.add_output_metadata({"millrace_job_id": submitted.job_id, "millrace_job_name": name, "restored_from": restore, "start_day": start_day})
+    return submitted.job_id
+
+
+def _register(context: OpExecutionContext, registry: SavepointRegistry, job_name: str, path: str) -> SavepointEntry:
+    from runtime.storage.savepoints import read_savepoint
+
+    start = program.live_start_day(job_name)
+    entry = SavepointEntry.of(program.LIVE_JOB_NAME, live_partition(start or "unknown"), read_savepoint(path))
+    registry.register(entry)
+    context.log.info(f"registered savepoint {entry.checkpoint_id} of '{job_name}' ({entry.state_bytes:,} bytes): {path}")
+    return entry
+
+
+@op(description="Take a savepoint of every running live job and register it.")
+def savepoint_live(context: OpExecutionContext, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource) -> list[str]:
+    registry = SavepointRegistry(warehouse)
+    client = millrace_session.get_client()
+    paths = []
+    for j in live_jobs(millrace_session):
+        path = client.trigger_savepoint(j["jid"], warehouse.savepoint_path(program.LIVE_JOB_NAME), context=context)
+        paths.append(_register(context, registry, j["name"], path).path)
+    if not paths:
+        context.log.info("no live running_totals job is running: no savepoint taken")
+    context.add_output_metadata({"savepoints": len(paths), "paths": "\n".join(paths) or "none"})
+    return paths
+
+
+def dispose_old(registry: SavepointRegistry, keep: int, log: Any) -> list[str]:
+    """Per job, dispose every registered savepoint but the newest `keep` (files, then the registry row)."""
+    from runtime.storage.savepoints import dispose_savepoint
+
+    disposed = []
+    for job_name in sorted({e.job for e in registry.entries()}):
+        for entry in registry.entries(job_name)[keep:]:
+            try:
+                dispose_savepoint(entry.path)
+            except StorageError as e:
+                # already gone (disposed by hand) is fine; anything else keeps the row to try again
+                if "holds no savepoint" not in str(e) and "cannot read" not in str(e):
+                    log.warning(f"could not dispose {entry.path}: {e}")
+                    continue
+            registry.remove(entry)
+            disposed.append(entry.path)
+            log.info(f"disposed savepoint {entry.checkpoint_id} of {job_name} ({entry.partition}): {entry.path}")
+    return disposed
+
+
+@op(description="Retention: dispose every registered savepoint but the newest `keep` per job.")
+def dispose_old_savepoints(context: OpExecutionContext, config: LiveSavepointConfig, warehouse: DeltaWarehouseResource, after: Optional[list[str]] = None) -> list[str]:
+    disposed = dispose_old(SavepointRegistry(warehouse), config.keep, context.log)
+    context.add_output_metadata({"disposed": len(disposed), "paths": "\n".join(disposed) or "none"})
+    return disposed
+
+
+@op(description="Stop every running live job with a savepoint (the job FINISHES) and register the savepoint.")
+def stop_live(context: OpExecutionContext, config: LiveSavepointConfig, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource) -> list[str]:
+    registry = SavepointRegistry(warehouse)
+    client = millrace_session.get_client()
+    running = live_jobs(millrace_session)
+    if not running:
+        context.log.warning("no live running_totals job is running: nothing to stop")
+    paths = []
+    for j in running:
+        path = client.stop_with_savepoint(j["jid"], warehouse.savepoint_path(program.LIVE_JOB_NAME), drain=config.drain, context=context)
+        paths.append(_register(context, registry, j["name"], path).path)
+    context.add_output_metadata({"stopped": len(paths), "paths": "\n".join(paths) or "none"})
+    return paths
+
+
+@job(description="Start the live running_totals job on the session cluster from the newest registered savepoint (detached).")
+def start_live_running_totals_job() -> None:
+    start_live_running_totals()
+
+
+@job(description="A savepoint of every running live job, registered; then retention (newest 7 per job kept).")
+def savepoint_live_jobs() -> None:
+    dispose_old_savepoints(after=savepoint_live())
+
+
+@job(description="Stop the live running_totals job with a savepoint and register it.")
+def stop_live_with_savepoint() -> None:
+    stop_live()
+
+
+@schedule(
+    job=savepoint_live_jobs,
+    cron_schedule="0 * * * *",
+    execution_timezone="UTC",
+    default_status=DefaultScheduleStatus.STOPPED,
+    description="Every hour: a savepoint of each live Millrace job, then retention.",
+)
+def savepoint_live_jobs_schedule(context: ScheduleEvaluationContext) -> Any:
+    return RunRequest(run_key=f"savepoints-{context.scheduled_execution_time.isoformat()}")
+
+
+def restart_request(failed: dict[str, Any], restore: str, start_day: str) -> RunRequest:
+    reason = f"restarting Millrace job {failed['jid']} '{failed['name']}' ({failed['state']}) from {restore}"
+    return RunRequest(
+        run_key=f"restore-{failed['jid']}",
+        run_config={"ops": {"start_live_running_totals": {"config": {"restore_from": restore, "start_day": start_day, "reason": reason}}}},
+        tags={"millrace/restored_job_id": failed["jid"], "millrace/restore_from": restore},
+    )
+
+
+@sensor(
+    job=start_live_running_totals_job,
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.STOPPED,
+    description=f"Starts a FAILED live running_totals job again from its latest checkpoint or savepoint (at most {RESTARTS_PER_HOUR} per hour).",
+)
+def millrace_restore_sensor(context: SensorEvaluationContext, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource) -> Any:
+    # cursor: {"handled": [job ids already restarted or given up], "restarts": [epoch seconds]}
+    state = json.loads(context.cursor) if context.cursor else {"handled": [], "restarts": []}
+    now = time.time()
+    state["restarts"] = [t for t in state["restarts"] if now - t < HOUR_S]
+    client = millrace_session.get_client()
+    jobs = client.list_jobs()
+    if any(program.live_start_day(str(j.get("name", ""))) and not JobStatus(j["state"]).is_globally_terminal for j in jobs):
+        context.update_cursor(json.dumps(state))
+        return SkipReason("a live running_totals job is running")
+    failed = [j for j in jobs if j["state"] == JobStatus.FAILED.name and program.live_start_day(str(j.get("name", ""))) and j["jid"] not in state["handled"]]
+    if not failed:
+        context.update_cursor(json.dumps(state))
+        return SkipReason("no failed live running_totals job")
+    newest = max(failed, key=lambda j: int(j.get("start-time", j.get("start_time", 0)) or 0))
+    state["handled"] = (state["handled"] + [j["jid"] for j in failed])[-100:]
+    if len(state["restarts"]) >= RESTARTS_PER_HOUR:
+        context.update_cursor(json.dumps(state))
+        context.log.error(f"Millrace job {newest['jid']} '{newest['name']}' FAILED, but {RESTARTS_PER_HOUR} restarts in the last hour already: not restarting it")
+        return SkipReason(f"restart limit reached ({RESTARTS_PER_HOUR} per hour)")
+    start_day = program.live_start_day(newest["name"]) or ""
+    restore = client.latest_checkpoint_path(newest["jid"])
+    if restore is None:  # it failed before its first checkpoint: the newest registered savepoint
+        try:
+            restore, start_day = start_point(SavepointRegistry(warehouse), "", "")
+        except Failure as e:
+            context.update_cursor(json.dumps(state))
+            context.log.error(f"Millrace job {newest['jid']} FAILED and there is nothing to restart it from: {e.description}")
+            return SkipReason("nothing to restore from")
+    state["restarts"].append(now)
+    context.update_cursor(json.dumps(state))
+    context.log.warning(f"Millrace job {newest['jid']} '{newest['name']}' FAILED: restarting it from {restore}")
+    return restart_request(newest, restore, start_day)
