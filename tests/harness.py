@@ -116,12 +116,13 @@ def make_context(
     name: str = "op",
     task_name: str = "test task",
     config: dict[str, str] | None = None,
+    job_id: str = "job-test",
 ) -> OperatorContext:
     """An OperatorContext for one subtask; the key-group range defaults to the subtask's share."""
     if key_group_range is None:
         key_group_range = compute_key_group_range_for_operator_index(max_parallelism, parallelism, subtask)
     return OperatorContext(
-        job_id="job-test",
+        job_id=job_id,
         job_name="test job",
         task_name=task_name,
         operator_name=name,

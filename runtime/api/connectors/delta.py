@@ -279,15 +279,14 @@ class DeltaSinkWriter(StreamOperator):
             self._roll(key)
         self._pending[checkpoint_id], self._done = self._done, []
         self._handed_over = len(self._written)
-        files = self._uncommitted()
-        scope = self.sink.replace_where
-        if not files and scope is None:
-            return OperatorSnapshot(committables=[])
         assert self.ctx is not None
-        # origin app id: a restore in another job skips what this job committed; scope: a restore
-        # knows whether its output lineage already replaced the partitions (a marker even with no files)
+        # also without files: the origin app id tells a restore whose output this state stands for
+        # (what it committed is not added again; whether its overwrite / replace_where was applied)
         return OperatorSnapshot(
-            committables=[{"files": files, "schema": self._schema, "app_id": sink_app_id(self.sink, self.ctx.job_id), "scope": scope}]
+            committables=[{
+                "files": self._uncommitted(), "schema": self._schema,
+                "app_id": sink_app_id(self.sink, self.ctx.job_id), "scope": self.sink.replace_where,
+            }]
         )
 
     def _uncommitted(self) -> list[dict[str, Any]]:
@@ -447,8 +446,22 @@ class DeltaSinkCoordinator:
         from runtime.storage.delta_commit import committed_version, referenced_files
 
         self._committed_paths |= referenced_files(self.sink.path, self.sink.storage_options)
+        if committed_version(self.sink.path, self.app_id, self.sink.storage_options) is not None:
+            self._any_commit = True  # this job committed before: its overwrite was applied then
         if checkpoint_id is not None:
-            committables = self._not_committed_elsewhere(checkpoint_id, committables)
+            origins = {c["app_id"] for per in committables for c in per or [] if c.get("app_id")}
+            done = {o: committed_version(self.sink.path, o, self.sink.storage_options) for o in origins}
+            # restored (from a checkpoint or a savepoint, maybe of another job): the output goes on.
+            # An overwrite was applied if the job whose state this is committed anything (state of
+            # old savepoints without origins: assume so, never wipe); a replace_where only if that
+            # job replaced the same partitions. Decided before the restore's own commit below.
+            scope = self.sink.replace_where
+            if scope is None:
+                applied = any(v is not None for v in done.values()) or not origins
+            else:
+                applied = any(c.get("scope") == scope and done.get(c.get("app_id")) is not None for per in committables for c in per or [])
+            self._any_commit = self._any_commit or applied
+            committables = self._not_committed_elsewhere(checkpoint_id, committables, done)
             files = self._not_committed(self._flatten(committables))
             if files:
                 self._check_schemas()
@@ -457,36 +470,23 @@ class DeltaSinkCoordinator:
                     self.checkpoint_commits += 1
                     log.info("Delta sink %s: committed checkpoint %d on restore (%d files)", self.sink.path, checkpoint_id, len(files))
             self._last_checkpoint = checkpoint_id
-            # restored (from a checkpoint or a savepoint, maybe of another job): the output goes
-            # on; an overwrite sink must not wipe what the restored state already stands for. A
-            # replace_where sink replaces its partitions unless the restored lineage already did.
-            scope = self.sink.replace_where
-            self._any_commit = scope is None or any(c.get("scope") == scope for per in committables for c in per or [])
-        if committed_version(self.sink.path, self.app_id, self.sink.storage_options) is not None:
-            self._any_commit = True
         restarted = set(range(self.parallelism)) if subtasks is None else set(subtasks)
         for s in restarted:
             self._files.pop(s, None)  # their tails will be reported again by the new attempts
         self._delete_orphans(restarted)
 
-    def _not_committed_elsewhere(self, checkpoint_id: int, committables: list[Any]) -> list[Any]:
+    def _not_committed_elsewhere(self, checkpoint_id: int, committables: list[Any], done: dict[str, int | None]) -> list[Any]:
         """Committables another job (another app id) committed itself before its state was taken
         over are not committed again: the table may have moved on since (e.g. those partitions
-        were replaced), and re-adding their files would bring old rows back."""
-        from runtime.storage.delta_commit import committed_version
-
-        done: dict[str, bool] = {}
+        were replaced), and re-adding their files would bring old rows back. `done`: origin app id
+        -> the newest version it committed."""
         out = []
         for per in committables:
             keep = []
             for c in per or []:
-                origin = c.get("app_id")
-                if origin and origin != self.app_id and c.get("files"):
-                    if origin not in done:
-                        v = committed_version(self.sink.path, origin, self.sink.storage_options)
-                        done[origin] = v is not None and v >= checkpoint_id
-                    if done[origin]:
-                        c = {**c, "files": []}
+                origin, version = c.get("app_id"), done.get(c.get("app_id"))
+                if origin and origin != self.app_id and version is not None and version >= checkpoint_id:
+                    c = {**c, "files": []}
                 keep.append(c)
             out.append(keep)
         return out

@@ -198,3 +198,58 @@ def test_a_restore_never_commits_a_file_the_table_already_has(tmp_path):
     fresh = DeltaSinkCoordinator(sink, "job", "sink", 1)
     fresh.reset_to_checkpoint(2, [c2], None)
     assert _ids(path) == [1, 2]
+
+
+def _day_writer(sink: DeltaSink, coord: DeltaSinkCoordinator, job_id: str):
+    w = sink.create_writer()
+    open_operator(w, gateway=FakeEventGateway(coordinator=coord), job_id=job_id)
+    return w
+
+
+def _days(path: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for r in _read(path):
+        out.setdefault(r["day"], []).append(r["v"])
+    return out
+
+
+def test_replace_where_replaces_its_partitions_once_per_output_lineage(tmp_path):
+    path = str(tmp_path / "t")
+    schema = Types.ROW_NAMED(["day", "v"], [Types.STRING(), Types.LONG()])
+    day1 = DeltaSink(path, schema=schema, mode="overwrite", partition_by="day", replace_where={"day": "d1"})
+    c1 = DeltaSinkCoordinator(day1, "job-1", "sink", 1)
+    w1 = _day_writer(day1, c1, "job-1")
+    w1.process_batch(obj([("d1", 1), ("d1", 2)]))
+    with pytest.raises(Exception, match="outside replace_where"):
+        w1.process_batch(obj([("d2", 3)]))
+    saved = w1.snapshot_state(7).committables  # e.g. day 1's final savepoint
+    c1.notify_checkpoint_complete(7, [saved])
+    assert _days(path) == {"d1": [1, 2]}
+
+    # day 2, restored from day 1's savepoint: day 1's files are not added again (job-1 committed
+    # them), day 2 is replaced (its first commit), day 1 stays
+    day2 = DeltaSink(path, schema=schema, mode="overwrite", partition_by="day", replace_where={"day": "d2"})
+    for run in range(2):  # a re-run of day 2 from the same savepoint replaces day 2's rows again
+        c2 = DeltaSinkCoordinator(day2, f"job-2-{run}", "sink", 1)
+        c2.reset_to_checkpoint(7, [saved], None)
+        w2 = _day_writer(day2, c2, f"job-2-{run}")
+        w2.process_batch(obj([("d2", 10 + run)]))
+        own = w2.snapshot_state(8).committables
+        c2.notify_checkpoint_complete(8, [own])
+        assert _days(path) == {"d1": [1, 2], "d2": [10 + run]}
+    # a failover of that day-2 job restores its own checkpoint: its output goes on, nothing is replaced
+    w2.process_batch(obj([("d2", 20)]))
+    tail = w2.snapshot_state(9).committables
+    c3 = DeltaSinkCoordinator(day2, "job-2-1", "sink", 1)
+    c3.reset_to_checkpoint(9, [tail], None)
+    assert _days(path) == {"d1": [1, 2], "d2": [11, 20]}
+    w3 = _day_writer(day2, c3, "job-2-1")
+    w3.process_batch(obj([("d2", 21)]))
+    c3.notify_checkpoint_complete(10, [w3.snapshot_state(10).committables])
+    assert _days(path) == {"d1": [1, 2], "d2": [11, 20, 21]}
+
+
+def test_replace_where_needs_overwrite_and_partition_columns(tmp_path):
+    for kwargs in ({"mode": "append", "partition_by": "day"}, {"mode": "overwrite", "partition_by": "other"}, {"mode": "overwrite"}):
+        with pytest.raises(Exception, match="replace_where"):
+            DeltaSink(str(tmp_path / "t"), replace_where={"day": "d1"}, **kwargs)
