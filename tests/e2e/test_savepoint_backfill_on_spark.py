@@ -6,7 +6,8 @@ location's defaults: embedded cluster, local Spark, 100,000 events per day):
   all three days' events (an independent count over the generator);
 - a backfill of 2026-01-01..2026-01-04 launched through GraphQL (launchPartitionBackfill, as the
   UI's "Materialize all" with a range) on `dagster dev` runs the days in order, one after the
-  other, and gives the same rows.
+  other, and gives the same rows (its TaskManagers are local processes, set in the backfill's
+  run config: the order is what it shows).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ BACKFILL_STATUS = """
 query Backfill($id: String!) {
   partitionBackfillOrError(backfillId: $id) {
     __typename
-    ... on PartitionBackfill { status runs(limit: 50) { runId status startTime endTime tags { key value } } }
+    ... on PartitionBackfill { status runs(limit: 50) { runId status startTime endTime tags { key value } assetSelection { path } } }
     ... on PythonError { message }
   }
 }"""
@@ -96,6 +97,8 @@ def test_a_ui_backfill_runs_the_days_in_order(dagster_dev: DagsterDev) -> None:
         "assetSelection": [{"path": ["daily_events"]}, {"path": ["running_totals"]}],
         "fromFailure": False,
         "title": "savepoint backfill",
+        # local-process TaskManagers: the CLI test above runs the days on Spark; here the order matters
+        "runConfigData": {"resources": {"millrace": {"config": {"provider": "local"}}}},
     }
     out = dagster_dev.gql(BACKFILL, {"params": params})["launchPartitionBackfill"]
     assert out["__typename"] == "LaunchBackfillSuccess", out
@@ -111,10 +114,13 @@ def test_a_ui_backfill_runs_the_days_in_order(dagster_dev: DagsterDev) -> None:
     assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), [(r["runId"], r["status"]) for r in runs] + [dagster_dev.messages(r["runId"])[-3000:] for r in runs if r["status"] != "SUCCESS"]
     assert runs and all(r["status"] == "SUCCESS" for r in runs)
     # in order: the run that materialized running_totals for a day started after the day before's ended
-    totals_runs = {}
+    totals_runs: dict[str, list[dict]] = {}
     for r in runs:
         tags = {t["key"]: t["value"] for t in r["tags"]}
-        totals_runs.setdefault(tags.get("dagster/partition"), []).append(r)
+        if ["running_totals"] in [a["path"] for a in r["assetSelection"] or []]:
+            totals_runs.setdefault(tags.get("dagster/partition"), []).append(r)
+    assert set(totals_runs) == set(days), totals_runs.keys()
+    assert "embedded cluster (local TaskManagers)" in dagster_dev.messages(totals_runs[days[0]][0]["runId"])
     for before, after in zip(days, days[1:]):
         assert min(r["startTime"] for r in totals_runs[after]) >= max(r["endTime"] for r in totals_runs[before]), (before, after)
     for day in days:

@@ -51,6 +51,11 @@ def _days_out(table: str, *days: str) -> bool:
 
 
 def test_start_savepoint_kill_restore_stop(cluster: SessionCluster, tmp_path: Path) -> None:
+    run_live_lifecycle(cluster, tmp_path)
+
+
+def run_live_lifecycle(cluster: SessionCluster, tmp_path: Path) -> None:
+    """Days 1-2 backfilled (embedded, local TaskManagers), then the live job on `cluster`."""
     instance = DagsterInstance.ephemeral()
     warehouse = DeltaWarehouseResource(base_path=str(tmp_path))
     session = MillraceClusterResource(mode="session", cluster_file=str(cluster.home), spark=SparkResource())
@@ -110,7 +115,17 @@ def test_start_savepoint_kill_restore_stop(cluster: SessionCluster, tmp_path: Pa
     stopped = stop_live_with_savepoint.execute_in_process(resources=resources, instance=instance)
     assert stopped.success
     assert _live(cluster)[second_id]["state"] == "FINISHED"
-    assert len(registry.entries("running_totals_live")) == 2
+    live_entries = registry.entries("running_totals_live")
+    assert len(live_entries) == 2
+
+    # retention through the savepoint job (nothing running: no new savepoint): newest 1 per job stays
+    older = [live_entries[1], registry.lookup("running_totals", "2026-01-01")]
+    kept = [live_entries[0], registry.lookup("running_totals", "2026-01-02")]
+    assert savepoint_live_jobs.execute_in_process(
+        run_config={"ops": {"dispose_old_savepoints": {"config": {"keep": 1}}}}, resources=resources, instance=instance
+    ).success
+    assert all(not Path(e.path).exists() for e in older) and all(Path(e.path).is_dir() for e in kept)
+    assert {e.path for e in registry.entries()} == {e.path for e in kept}
 
     rows = read_table(table).to_pylist()
     seen: dict[tuple[int, str], tuple[int, int]] = {}

@@ -83,6 +83,19 @@ def test_daily_schedule_requests_one_valid_run_per_day():
     assert selected == {"windowed_sum_table", "user_minute_totals"}
 
 
+def test_hourly_savepoint_schedule_requests_one_run_per_hour():
+    from pipelines.live import savepoint_live_jobs_schedule
+
+    assert savepoint_live_jobs_schedule.cron_schedule == "0 * * * *" and savepoint_live_jobs_schedule.job_name == "savepoint_live_jobs"
+    runs = []
+    for hour in (5, 5, 6):  # a tick evaluated twice (daemon restart) has the same run key
+        with build_schedule_context(scheduled_execution_time=datetime(2026, 3, 4, hour, 0, tzinfo=timezone.utc)) as ctx:
+            (req,) = savepoint_live_jobs_schedule.evaluate_tick(ctx).run_requests
+        runs.append(req.run_key)
+        assert validate_run_config(defs.resolve_job_def("savepoint_live_jobs"), req.run_config or {})
+    assert runs[0] == runs[1] != runs[2]
+
+
 def _graph():
     env = StreamExecutionEnvironment.get_execution_environment()
     env.from_collection([1, 2], type_info=Types.LONG()).print()
