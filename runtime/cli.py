@@ -448,9 +448,10 @@ def cmd_state(args: argparse.Namespace) -> int:
     print(f"{kind} {meta.checkpoint_id} of job {meta.job_id} at {args.path} ({meta.state_size:,} bytes of state)")
     if args.operator is None:
         for info in list_operators(args.path, meta.checkpoint_id):
-            print(f"  operator {info.operator_id} (parallelism {info.parallelism}, max {info.max_parallelism}): {info.rows:,} rows")
-            for name, (state_kind, rows) in sorted(info.states.items()):
-                print(f"    {name} ({state_kind}): {rows:,} rows")
+            rows = "rows counted on reading (RocksDB native)" if info.rows is None else f"{info.rows:,} rows"
+            print(f"  operator {info.operator_id} (parallelism {info.parallelism}, max {info.max_parallelism}): {rows}")
+            for name, (state_kind, n) in sorted(info.states.items()):
+                print(f"    {name} ({state_kind}): {'native' if n is None else f'{n:,} rows'}")
         return 0
     table = read_keyed_state(args.path, args.operator, args.state, meta.checkpoint_id)
     print(f"operator {args.operator}{f', state {args.state}' if args.state else ''}: {table.num_rows:,} rows")

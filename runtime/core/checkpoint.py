@@ -127,14 +127,30 @@ class OperatorSnapshot:
     union_lists: dict[str, list[Any]] = field(default_factory=dict)
     # handed to the operator's coordinator when the checkpoint completes (e.g. Delta files to commit)
     committables: list[Any] | None = None
+    # keyed state in a backend's native format (RocksDB's checkpoint files), or a supplier of it;
+    # checkpoints only: savepoints are canonical (keyed above)
+    native: Union["NativeStateBundle", Callable[[], "NativeStateBundle"], None] = None
 
     def materialize_keyed(self) -> KeyedSnapshot:
         k = self.keyed
         return k() if callable(k) else k
 
+    def materialize_native(self) -> "NativeStateBundle | None":
+        n = self.native
+        return n() if callable(n) else n
+
     @property
     def is_empty(self) -> bool:
-        return not self.keyed and not self.operator_lists and not self.union_lists and not self.committables
+        return not self.keyed and not self.operator_lists and not self.union_lists and not self.committables and self.native is None
+
+
+@dataclass
+class NativeStateBundle:
+    """One subtask's keyed state as a backend's own files (Flink: a native/incremental RocksDB
+    checkpoint): `catalog` (JSON-able: format, key-group range, state tables) and the files."""
+
+    catalog: dict[str, Any]
+    files: dict[str, bytes]
 
 
 @dataclass
@@ -145,10 +161,28 @@ class StateInitializationContext:
     keyed: KeyedSnapshot = field(default_factory=dict)
     operator_lists: dict[str, list[Any]] = field(default_factory=dict)
     union_lists: dict[str, list[Any]] = field(default_factory=dict)
+    native: list[NativeStateBundle] = field(default_factory=list)  # read by the keyed backend's format
 
     @property
     def is_restored(self) -> bool:
         return self.restored_checkpoint_id is not None
+
+
+_canonical = contextvars.ContextVar("millrace_canonical_snapshot", default=False)
+
+
+@contextlib.contextmanager
+def canonical_snapshot() -> Iterator[None]:
+    """A savepoint is being taken: every backend writes the canonical format (no native files)."""
+    token = _canonical.set(True)
+    try:
+        yield
+    finally:
+        _canonical.reset(token)
+
+
+def snapshot_is_canonical() -> bool:
+    return _canonical.get()
 
 
 _copy_on_write = contextvars.ContextVar("millrace_snapshot_copy_on_write", default=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime.core.errors import StorageError
 from runtime.storage.state_reader import PHYSICAL, resolve_checkpoint
 
 
@@ -20,6 +21,13 @@ def read_keyed_state_df(spark: Any, path: str, operator_id: str, state_name: str
     df = spark.read.format("delta").load(path).where(
         (F.col("checkpoint_id") == meta.checkpoint_id) & (F.col("operator_id") == operator_id) & (F.col("kind") == "keyed")
     )
+    base = spark.read.format("delta").load(path).where((F.col("checkpoint_id") == meta.checkpoint_id) & (F.col("operator_id") == operator_id))
+    if base.where(F.col("kind") == "native").limit(1).count():
+        raise StorageError(
+            f"checkpoint {meta.checkpoint_id} at {path} holds the keyed state of operator {operator_id!r} in RocksDB's native "
+            "format, which Spark SQL does not read: take a savepoint (canonical: `millrace savepoint JOB`) and read that, "
+            "or read this checkpoint with runtime.storage.state_reader.read_keyed_state (pyarrow)"
+        )
     if state_name is not None:
         df = df.where(F.col("state_name") == state_name)
     physical = [c for cols in PHYSICAL.values() for c in cols if c in df.columns]

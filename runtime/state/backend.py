@@ -395,6 +395,11 @@ class KeyedStateBackend(abc.ABC):
         return iter(()) if t is None else t.keys_and_namespaces()
 
     # checkpoints (runtime.core.checkpoint) -------------------------------------------------------
+    def snapshot_native_sync(self) -> Callable[[], Any] | None:
+        """A checkpoint in the backend's own format (a supplier of a NativeStateBundle), or None
+        when it has none (then snapshot_sync's canonical entries are written)."""
+        return None
+
     @abc.abstractmethod
     def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
         """The synchronous part of a snapshot (task thread, cheap): pin the current state.

@@ -24,13 +24,14 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
 from runtime.api.datastream.state import StateKind
-from runtime.core.checkpoint import KeyedSnapshot, StateEntries, in_forked_snapshot_writer
+from runtime.core.checkpoint import KeyedSnapshot, NativeStateBundle, StateEntries, in_forked_snapshot_writer
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_value
 
 _HDR = struct.Struct(">HH")
+NATIVE_FORMAT = "rocksdb-native-v1"  # a native checkpoint: the files of a RocksDB checkpoint + catalog
 _SEQ = struct.Struct(">Q")
 
 
@@ -89,6 +90,40 @@ class _EncodeCache:
             return self.enc
         self.obj, self.enc, self.valid = obj, encode_key(obj), True
         return self.enc
+
+
+def read_entries(view: Rdict, kg: int, sid: int, kind: str) -> Sequence[tuple[Any, Any, Any]]:
+    """All (key, namespace, canonical value) of state `sid` (of `kind`) in key group `kg` of `view`."""
+    prefix = _HDR.pack(kg, sid)
+    ro = ReadOptions()
+    ro.set_iterate_upper_bound(_prefix_end(prefix))
+    pairs = list(view.items(from_key=prefix, read_opt=ro))
+    if not pairs:
+        return []
+    if kind not in (StateKind.LIST, StateKind.MAP):
+        raw_keys = [k for k, _ in pairs]
+        keys, nss = _split_keys(raw_keys)
+        # columns, as the state file wants them (no entry tuple to build and take apart again)
+        return StateEntries(list(zip(keys, nss)), list(map(pickle.loads, [v for _, v in pairs])))  # = loads_value
+    out: list[tuple[Any, Any, Any]] = []
+    cur_kn: Any = None
+    cur_val: Any = None
+    is_list = kind == StateKind.LIST
+    for k, v in pairs:
+        key, pos = decode_key(k, 4)
+        ns, pos = decode_key(k, pos)
+        if cur_kn is None or cur_kn != (key, ns):
+            if cur_kn is not None:
+                out.append((cur_kn[0], cur_kn[1], cur_val))
+            cur_kn = (key, ns)
+            cur_val = [] if is_list else {}
+        if is_list:
+            cur_val.append(loads_value(v))
+        else:
+            cur_val[decode_key(k, pos)[0]] = loads_value(v)
+    if cur_kn is not None:
+        out.append((cur_kn[0], cur_kn[1], cur_val))
+    return out
 
 
 class RocksDBStateTable(StateTable):
@@ -234,36 +269,7 @@ class RocksDBStateTable(StateTable):
 
     def read_entries(self, view: Rdict, kg: int) -> Sequence[tuple[Any, Any, Any]]:
         """All (key, namespace, canonical value) of one key group in `view` (a checkpoint)."""
-        prefix = _HDR.pack(kg, self._sid)
-        ro = ReadOptions()
-        ro.set_iterate_upper_bound(_prefix_end(prefix))
-        pairs = list(view.items(from_key=prefix, read_opt=ro))
-        if not pairs:
-            return []
-        if not self.multi:
-            raw_keys = [k for k, _ in pairs]
-            keys, nss = _split_keys(raw_keys)
-            # columns, as the state file wants them (no entry tuple to build and take apart again)
-            return StateEntries(list(zip(keys, nss)), list(map(pickle.loads, [v for _, v in pairs])))  # = loads_value
-        out: list[tuple[Any, Any, Any]] = []
-        cur_kn: Any = None
-        cur_val: Any = None
-        is_list = self.kind == StateKind.LIST
-        for k, v in pairs:
-            key, pos = decode_key(k, 4)
-            ns, pos = decode_key(k, pos)
-            if cur_kn is None or cur_kn != (key, ns):
-                if cur_kn is not None:
-                    out.append((cur_kn[0], cur_kn[1], cur_val))
-                cur_kn = (key, ns)
-                cur_val = [] if is_list else {}
-            if is_list:
-                cur_val.append(loads_value(v))
-            else:
-                cur_val[decode_key(k, pos)[0]] = loads_value(v)
-        if cur_kn is not None:
-            out.append((cur_kn[0], cur_kn[1], cur_val))
-        return out
+        return read_entries(view, kg, self._sid, self.kind)
 
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
@@ -304,6 +310,34 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if sid > 0xFFFF:
             raise StateError(f"operator {self.operator_id}: too many states (max 65535)")
         return RocksDBStateTable(self, name, kind, sid)
+
+    def snapshot_native_sync(self) -> Callable[[], NativeStateBundle]:
+        """A checkpoint in RocksDB's own format (Flink's full native RocksDB checkpoint): the
+        synchronous part is a RocksDB checkpoint (memtable flush + hard links); the supplier reads
+        its files as they are, so nothing is iterated, decoded or encoded entry by entry. Restoring
+        it (any parallelism, either backend) reads the entries of the restoring key groups back."""
+        self._seq += 1
+        cp_dir = os.path.join(self._dir, f"snapshot-{self._seq}")
+        Checkpoint(self._db).create_checkpoint(cp_dir)
+        rng = self.key_group_range
+        catalog = {
+            "format": NATIVE_FORMAT,
+            "key_group_start": rng.start,
+            "key_group_end": rng.end,
+            "tables": {name: [t.kind, t._sid] for name, t in self._tables.items()},  # type: ignore[attr-defined]
+        }
+
+        def supplier() -> NativeStateBundle:
+            try:
+                files = {}
+                for name in sorted(os.listdir(cp_dir)):
+                    with open(os.path.join(cp_dir, name), "rb") as f:
+                        files[name] = f.read()
+                return NativeStateBundle(catalog, files)
+            finally:
+                shutil.rmtree(cp_dir, ignore_errors=True)
+
+        return supplier
 
     def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
         """Synchronous part: a native RocksDB checkpoint (memtable flush + hard links), like Flink's.
@@ -355,3 +389,36 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self.dispose()
         except Exception:
             pass
+
+
+def native_to_keyed(bundles: Sequence[NativeStateBundle], key_group_range: KeyGroupRange) -> KeyedSnapshot:
+    """The canonical entries of the key groups in `key_group_range` held by native RocksDB
+    checkpoint bundles (each written by one old subtask, over its own key-group range)."""
+    out: KeyedSnapshot = {}
+    for bundle in bundles:
+        cat = bundle.catalog
+        if cat.get("format") != NATIVE_FORMAT:
+            raise StateError(f"cannot restore native state of format {cat.get('format')!r}; this build reads {NATIVE_FORMAT!r}")
+        lo, hi = max(key_group_range.start, int(cat["key_group_start"])), min(key_group_range.end, int(cat["key_group_end"]))
+        if lo > hi:
+            continue
+        tmp = tempfile.mkdtemp(prefix="millrace-rocksdb-restore-")
+        try:
+            for name, data in bundle.files.items():
+                if "/" in name or name.startswith("."):
+                    raise StateError(f"native RocksDB checkpoint holds a file name that is not plain: {name!r}")
+                with open(os.path.join(tmp, name), "wb") as f:
+                    f.write(data)
+            view = Rdict(tmp, Options(raw_mode=True), access_type=AccessType.read_only())
+            try:
+                with gc_paused():
+                    for name, (kind, sid) in cat["tables"].items():
+                        for kg in range(lo, hi + 1):
+                            entries = read_entries(view, kg, int(sid), kind)
+                            if entries:
+                                out.setdefault(kg, {})[name] = (kind, entries)
+            finally:
+                view.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
 import operator
 import os
@@ -34,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runtime.core.gc_pause import gc_paused
-from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateEntries, StateInitializationContext
+from runtime.core.checkpoint import KeyedSnapshot, NativeStateBundle, OperatorSnapshot, StateEntries, StateInitializationContext
 from runtime.core.errors import StorageError
 from runtime.core.keygroups import KeyGroupRange
 from runtime.rpc.messages import StateFileHandle
@@ -47,6 +48,8 @@ KIND_KEYED = "keyed"
 KIND_OPERATOR = "operator"
 KIND_UNION = "union"
 KIND_META = "meta"
+KIND_NATIVE = "native"  # a file of a backend's native checkpoint (value_bytes); state_name = file name
+NATIVE_CATALOG = "__catalog__"  # the native row whose value_bytes is the bundle's catalog (JSON)
 META_OPERATOR_ID = "__checkpoint__"  # reserved: the operator id of the one 'meta' row per checkpoint
 META_STATE_NAME = "metadata"
 LIST_STATE_KIND = "list"  # state_kind of operator and union list rows
@@ -228,11 +231,46 @@ def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, Oper
                     batches.append(batch.encode(subtask_index, parallelism))
                     batch = _Batch()
             rows += seg.count
+        native = snap.materialize_native()
+        if native is not None:
+            batches.append(_native_batch(op_id, native, subtask_index, parallelism))
+            rows += 1
         if rows:
             operator_ids.append(op_id)
     if batch.values:
         batches.append(batch.encode(subtask_index, parallelism))
     return pa.Table.from_batches(batches, schema=_WRITE_SCHEMA), operator_ids
+
+
+def _native_batch(op_id: str, bundle: NativeStateBundle, subtask_index: int, parallelism: int) -> pa.RecordBatch:
+    """A native checkpoint as rows: the catalog, then one row per file (its bytes as they are)."""
+    names = [NATIVE_CATALOG, *bundle.files]
+    blobs = [json.dumps(bundle.catalog).encode(), *bundle.files.values()]
+    n = len(names)
+    cols = {f.name: pa.nulls(n, f.type) for f in _WRITE_SCHEMA}
+    cols["operator_id"] = pa.array([op_id] * n).dictionary_encode()
+    cols["subtask"] = pa.array(np.full(n, subtask_index, dtype=np.int32))
+    cols["parallelism"] = pa.array(np.full(n, parallelism, dtype=np.int32))
+    cols["kind"] = pa.array([KIND_NATIVE] * n).dictionary_encode()
+    cols["state_name"] = pa.array(names).dictionary_encode()
+    cols["state_kind"] = pa.array([str(bundle.catalog.get("format"))] * n).dictionary_encode()
+    cols["seq"] = pa.array(np.arange(n, dtype=np.int64))
+    cols["value_bytes"] = pa.array(blobs, type=pa.binary())
+    return pa.RecordBatch.from_arrays([cols[f.name] for f in _WRITE_SCHEMA], schema=_WRITE_SCHEMA)
+
+
+def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
+    """The native bundles in rows with columns subtask, state_name, value_bytes (one per writer subtask)."""
+    by_subtask: dict[int, dict[str, bytes]] = {}
+    for sub, name, blob in zip(table.column("subtask").to_pylist(), table.column("state_name").to_pylist(), table.column("value_bytes").to_pylist()):
+        by_subtask.setdefault(int(sub), {})[str(name)] = blob
+    out = []
+    for sub, files in sorted(by_subtask.items()):
+        catalog = files.pop(NATIVE_CATALOG, None)
+        if catalog is None:
+            raise StorageError(f"native state of subtask {sub} has no catalog row: the checkpoint is damaged")
+        out.append(NativeStateBundle(json.loads(catalog), files))
+    return out
 
 
 def _write_atomically(checkpoint_dir: str, rel_path: str, table: pa.Table) -> int:
@@ -448,8 +486,10 @@ def read_operator_state(
             columns=_KEYED_COLUMNS,
         )
         lists = dataset.to_table(filter=mine & f("kind").isin([KIND_OPERATOR, KIND_UNION]), columns=_LIST_COLUMNS)
+        native = dataset.to_table(filter=mine & (f("kind") == KIND_NATIVE), columns=["subtask", "state_name", "value_bytes"])
     except Exception as e:  # noqa: BLE001 - damaged or foreign files
         raise StorageError(f"reading state of {where} failed: {e}") from e
+    ctx.native = native_bundles(native) if native.num_rows else []
     ctx.keyed = _keyed_from(keyed)
     ctx.operator_lists, ctx.union_lists = _lists_from(lists, subtask_index, parallelism)
     return ctx

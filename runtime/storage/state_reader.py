@@ -17,6 +17,8 @@ pyarrow and deltalake only; `runtime.deploy.state_reader_spark` gives the same a
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +28,7 @@ import pyarrow.compute as pc
 from runtime.core.errors import StorageError
 from runtime.storage import state_columns as columns
 from runtime.storage.checkpoint_store import CheckpointMetadata, CheckpointStore
-from runtime.storage.state_files import KIND_KEYED, _open_dataset
+from runtime.storage.state_files import KIND_KEYED, KIND_NATIVE, NATIVE_CATALOG, _build_table, _open_dataset, native_bundles
 
 PHYSICAL = {prefix: [f"{prefix}_{s}" for s in columns.SUFFIXES] for prefix in ("key", "namespace", "value")}
 
@@ -40,8 +42,10 @@ class OperatorStateInfo:
     states: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
-    def rows(self) -> int:
-        return sum(n for _, n in self.states.values())
+    def rows(self) -> int | None:
+        """Rows over every state; None when a state's count is unknown (native state, counted on reading)."""
+        counts = [n for _, n in self.states.values()]
+        return None if any(n is None for n in counts) else sum(counts)
 
 
 def resolve_checkpoint(path: str, checkpoint_id: int | None = None) -> CheckpointMetadata:
@@ -66,7 +70,9 @@ def list_operators(path: str, checkpoint_id: int | None = None) -> list[Operator
     files = _all_files(meta)
     if not files:
         return []
-    t = _open_dataset(path, files, "*").to_table(columns=["operator_id", "state_name", "state_kind"])
+    dataset = _open_dataset(path, files, "*")
+    f = pc.field
+    t = dataset.to_table(columns=["operator_id", "state_name", "state_kind"], filter=f("kind") != KIND_NATIVE)
     t = pa.table({c: t.column(c).cast(pa.string()) for c in t.column_names})
     grouped = t.group_by(["operator_id", "state_name", "state_kind"]).aggregate([([], "count_all")]).to_pylist()
     out: dict[str, OperatorStateInfo] = {}
@@ -74,7 +80,13 @@ def list_operators(path: str, checkpoint_id: int | None = None) -> list[Operator
         op = g["operator_id"]
         info = out.setdefault(op, OperatorStateInfo(op, meta.parallelism.get(op), meta.max_parallelism.get(op)))
         info.states[g["state_name"]] = (g["state_kind"], g["count_all"])
-    return list(out.values())
+    # native checkpoints (RocksDB): their catalogs name the states; entries are counted on reading
+    catalogs = dataset.to_table(columns=["operator_id", "value_bytes"], filter=(f("kind") == KIND_NATIVE) & (f("state_name") == NATIVE_CATALOG))
+    for op, blob in zip(catalogs.column("operator_id").cast(pa.string()).to_pylist(), catalogs.column("value_bytes").to_pylist()):
+        info = out.setdefault(op, OperatorStateInfo(op, meta.parallelism.get(op), meta.max_parallelism.get(op)))
+        for name, (kind, _sid) in json.loads(blob)["tables"].items():
+            info.states.setdefault(name, (kind, None))
+    return sorted(out.values(), key=lambda i: i.operator_id)
 
 
 def read_keyed_state(path: str, operator_id: str, state_name: str | None = None, checkpoint_id: int | None = None) -> pa.Table:
@@ -92,6 +104,10 @@ def read_keyed_state(path: str, operator_id: str, state_name: str | None = None,
     dataset = _open_dataset(path, list(files), operator_id)
     names = set(dataset.schema.names)
     table = dataset.to_table(filter=where, columns=[c for c in wanted if c in names])
+    native = dataset.to_table(filter=(f("operator_id") == operator_id) & (f("kind") == KIND_NATIVE), columns=["subtask", "state_name", "value_bytes"])
+    if native.num_rows:  # a native RocksDB checkpoint: decoded into the canonical rows
+        decoded = _canonical_rows(native, operator_id, meta.max_parallelism.get(operator_id), state_name).select(table.column_names)
+        table = pa.concat_tables([table, decoded.cast(table.schema)])
     if state_name is not None and table.num_rows == 0:
         states = [s for info in list_operators(path, meta.checkpoint_id) if info.operator_id == operator_id for s in info.states]
         raise StorageError(f"operator {operator_id!r} has no keyed state {state_name!r} in checkpoint {meta.checkpoint_id}; its states: {', '.join(states) or 'none'}")
@@ -106,6 +122,21 @@ def read_keyed_state(path: str, operator_id: str, state_name: str | None = None,
             out["window_start"] = pa.array([None if w is None else w.start for w in decoded], type=pa.int64())
             out["window_end"] = pa.array([None if w is None else w.end for w in decoded], type=pa.int64())
     return pa.table(out)
+
+
+def _canonical_rows(native: pa.Table, operator_id: str, max_parallelism: int | None, state_name: str | None) -> pa.Table:
+    """The canonical state rows of native bundles (as the state file writer would write them)."""
+    from runtime.core.checkpoint import OperatorSnapshot
+    from runtime.core.keygroups import KeyGroupRange
+    from runtime.state.rocksdb import native_to_keyed  # needs rocksdict, as the TaskManagers have
+
+    bundles = native_bundles(native)
+    hi = (max_parallelism or 1 + max(int(b.catalog["key_group_end"]) for b in bundles)) - 1
+    keyed = native_to_keyed(bundles, KeyGroupRange(0, hi))
+    if state_name is not None:
+        keyed = {kg: {n: v for n, v in states.items() if n == state_name} for kg, states in keyed.items()}
+    table, _ = _build_table(0, 1, {operator_id: OperatorSnapshot(keyed=keyed)})
+    return table
 
 
 def _is_window(x: Any) -> bool:

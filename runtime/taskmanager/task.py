@@ -22,6 +22,7 @@ from runtime.core.checkpoint import (
     CheckpointingMode,
     OperatorSnapshot,
     StateInitializationContext,
+    canonical_snapshot,
     copy_on_write_snapshot,
     end_of_input_savepoint,
     mark_forked_snapshot_writer,
@@ -509,7 +510,8 @@ class Task:
         since_trigger_ms = int(time.time() * 1000) - barrier.timestamp  # wall clocks (one machine or NTP), as Flink
         snapshots: dict[str, OperatorSnapshot] = {}
         fork = self._fork_snapshots
-        with copy_on_write_snapshot() if fork else contextlib.nullcontext():
+        # a savepoint is canonical (any backend restores it); a checkpoint may be a backend's native format
+        with copy_on_write_snapshot() if fork else contextlib.nullcontext(), canonical_snapshot() if barrier.target_location else contextlib.nullcontext():
             for spec in self.tdd.operators:
                 snap = chain._guard(spec.name, chain.operator(spec.node_id).snapshot_state, barrier.checkpoint_id)
                 if snap is not None:
@@ -543,7 +545,7 @@ class Task:
         this task goes on. Returns (pid, read end of the pipe the child reports on), or None when
         there is nothing to write. A failed fork fails the snapshot (the state was not pinned).
         """
-        stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists}
+        stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists or s.native is not None}
         if not stateful or state_dir is None:
             return None
         from runtime.storage.state_files import write_state_file  # imported before fork, not in the child
@@ -639,7 +641,7 @@ class Task:
         try:
             committables = {op: cloudpickle.dumps(s.committables) for op, s in snapshots.items() if s.committables is not None}
             files = []
-            stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists}
+            stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists or s.native is not None}
             if child is not None:
                 handle = self._await_snapshot_writer(child)
                 if handle is not None:

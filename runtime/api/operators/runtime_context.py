@@ -19,7 +19,7 @@ from runtime.core.keygroups import assign_to_key_groups
 from runtime.core.keys import KeyExtractor
 from runtime.core.records import ObjectBatch, RecordBatch, Watermark
 from runtime.api.operators.base import OperatorContext, StreamOperator
-from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext, snapshot_is_canonical
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
 from runtime.state.backend import TIMER_KIND
 from runtime.state.timers import InternalTimerService, Triggerable
@@ -208,16 +208,20 @@ class AbstractKeyedOperator(StreamOperator):
     def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
         """Keyed state and timers of this subtask: pinned now, entries built by the supplier."""
         assert self.keyed_state_backend is not None
-        parts = [self.keyed_state_backend.snapshot_sync()] + [svc.snapshot_sync() for svc in self._timer_services.values()]
+        # checkpoints in the backend's own format where it has one (RocksDB); savepoints canonical
+        native = None if snapshot_is_canonical() else self.keyed_state_backend.snapshot_native_sync()
+        parts = ([] if native is not None else [self.keyed_state_backend.snapshot_sync()]) + [
+            svc.snapshot_sync() for svc in self._timer_services.values()
+        ]
 
         def keyed() -> KeyedSnapshot:
-            out = parts[0]()
-            for timers in parts[1:]:
-                for kg, states in timers().items():
+            out: KeyedSnapshot = {}
+            for part in parts:
+                for kg, states in part().items():
                     out.setdefault(kg, {}).update(states)
             return out
 
-        return OperatorSnapshot(keyed=keyed)
+        return OperatorSnapshot(keyed=keyed, native=native)
 
     def initialize_state(self, context: StateInitializationContext) -> None:
         """Restore keyed state and timers of the key groups this subtask owns (after setup, before open).
@@ -227,6 +231,11 @@ class AbstractKeyedOperator(StreamOperator):
         assert self.keyed_state_backend is not None and self.ctx is not None
         rng = self.ctx.key_group_range
         mine = {kg: states for kg, states in context.keyed.items() if kg in rng}
+        if context.native:  # a native RocksDB checkpoint: its entries of these key groups
+            from runtime.state.rocksdb import native_to_keyed
+
+            for kg, states in native_to_keyed(context.native, rng).items():
+                mine.setdefault(kg, {}).update(states)
         if not mine:
             return
         self.keyed_state_backend.restore_keyed(mine)
