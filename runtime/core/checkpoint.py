@@ -168,35 +168,32 @@ class StateInitializationContext:
         return self.restored_checkpoint_id is not None
 
 
-_canonical = contextvars.ContextVar("millrace_canonical_snapshot", default=False)
-
-
 @contextlib.contextmanager
-def canonical_snapshot() -> Iterator[None]:
-    """A savepoint is being taken: every backend writes the canonical format (no native files)."""
-    token = _canonical.set(True)
+def _flag_set(flag: "contextvars.ContextVar[bool]") -> Iterator[None]:
+    token = flag.set(True)
     try:
         yield
     finally:
-        _canonical.reset(token)
+        flag.reset(token)
+
+
+_canonical = contextvars.ContextVar("millrace_canonical_snapshot", default=False)
+_copy_on_write = contextvars.ContextVar("millrace_snapshot_copy_on_write", default=False)
+
+
+def canonical_snapshot() -> contextlib.AbstractContextManager[None]:
+    """A savepoint is being taken: every backend writes the canonical format (no native files)."""
+    return _flag_set(_canonical)
 
 
 def snapshot_is_canonical() -> bool:
     return _canonical.get()
 
 
-_copy_on_write = contextvars.ContextVar("millrace_snapshot_copy_on_write", default=False)
-
-
-@contextlib.contextmanager
-def copy_on_write_snapshot() -> Iterator[None]:
+def copy_on_write_snapshot() -> contextlib.AbstractContextManager[None]:
     """The task forks right after `snapshot_state`: the child's image is the snapshot, so state
     backends need not pin (copy) anything in the synchronous part; suppliers may read live state."""
-    token = _copy_on_write.set(True)
-    try:
-        yield
-    finally:
-        _copy_on_write.reset(token)
+    return _flag_set(_copy_on_write)
 
 
 def snapshot_is_copy_on_write() -> bool:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.jobs.daily_events import day_events, reference_totals
-from runtime.storage.delta_read import read_table
-from tests.e2e.test_dagster_ui import LOCATION, REPOSITORY, DagsterDev
+from tests.running_totals_support import day_rows as rows_of_day
+from tests.running_totals_support import expected_for_day
+from tests.e2e.test_dagster_ui import DagsterDev
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 100_000
@@ -50,15 +50,11 @@ query Backfill($id: String!) {
 
 
 def expected(day: str) -> dict[int, tuple[int, int]]:
-    through = reference_totals(day, N)
-    return {u: through[u] for u in set(day_events(day, N)["user_id"].tolist())}
+    return expected_for_day(day, N)
 
 
 def day_rows(warehouse: Path, day: str) -> dict[int, tuple[int, int]]:
-    rows = [r for r in read_table(str(warehouse / "running_totals")).to_pylist() if r["day"] == day]
-    out = {r["user_id"]: (r["events_total"], r["value_total"]) for r in rows}
-    assert len(out) == len(rows), f"duplicate users on {day}"
-    return out
+    return rows_of_day(str(warehouse / "running_totals"), day)
 
 
 def test_three_days_with_the_dagster_cli(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
@@ -21,20 +20,12 @@ from pipelines.live import millrace_restore_sensor, savepoint_live_jobs, start_l
 from pipelines.savepoint_registry import SavepointRegistry
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from runtime.storage.delta_read import read_table
-from tests.integration.cluster.conftest import SessionCluster, start_session_cluster, stop_session_cluster
+from tests.integration.cluster.conftest import SessionCluster
+from tests.running_totals_support import totals_by_user_day
 from tests.waiting import wait_until
 
 N = 2_000  # events per day: a live day lasts N / RATE seconds
 RATE = 4_000
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionCluster]:
-    c = start_session_cluster(tmp_path_factory.mktemp("millrace-home"), "--taskmanagers", "2", "--max-taskmanagers", "4")
-    try:
-        yield c
-    finally:
-        stop_session_cluster(c)
 
 
 def _live(cluster: SessionCluster) -> dict[str, dict]:
@@ -127,12 +118,7 @@ def run_live_lifecycle(cluster: SessionCluster, tmp_path: Path) -> None:
     assert all(not Path(e.path).exists() for e in older) and all(Path(e.path).is_dir() for e in kept)
     assert {e.path for e in registry.entries()} == {e.path for e in kept}
 
-    rows = read_table(table).to_pylist()
-    seen: dict[tuple[int, str], tuple[int, int]] = {}
-    for r in rows:
-        key = (r["user_id"], r["day"])
-        assert key not in seen, f"duplicate row for {key}"
-        seen[key] = (r["events_total"], r["value_total"])
+    seen = totals_by_user_day(table)
     days = sorted({d for _, d in seen})
     assert days[:2] == ["2026-01-01", "2026-01-02"] and set(later) <= set(days)
     reference = {d: reference_totals(d, N) for d in days}

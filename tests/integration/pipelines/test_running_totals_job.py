@@ -7,16 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pytest
 
 from pipelines.jobs import running_totals
-from pipelines.jobs.daily_events import day_events, day_index, reference_totals
+from pipelines.jobs.daily_events import day_events, reference_totals
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.storage.delta_read import read_table
 from runtime.storage.delta_write import replace_rows
 from runtime.storage.savepoints import read_savepoint
+from tests.running_totals_support import day_rows, totals_by_user_day
+from tests.running_totals_support import expected_for_day as expected_for_n
 from tests.waiting import wait_until
 
 N = 3_000  # events per day
@@ -37,18 +38,8 @@ def run_day(cluster: MiniCluster, tmp_path: Path, day: str, savepoint: str | Non
     return cluster.submit(env.get_job_graph(running_totals.JOB_NAME)).get_job_execution_result(timeout=120)
 
 
-def totals_of(path: str, day: str) -> dict[int, tuple[int, int]]:
-    rows = [r for r in read_table(path).to_pylist() if r["day"] == day]
-    out = {r["user_id"]: (r["events_total"], r["value_total"]) for r in rows}
-    assert len(out) == len(rows), f"duplicate users on {day}"
-    return out
-
-
 def expected_for_day(day: str) -> dict[int, tuple[int, int]]:
-    """Totals through `day` of the users that had events on `day`."""
-    through = reference_totals(day, N)
-    users = set(day_events(day, N)["user_id"].tolist())
-    return {u: through[u] for u in users}
+    return expected_for_n(day, N)
 
 
 def test_days_chain_through_savepoints_and_a_rerun_gives_the_same_rows(mini_cluster: MiniCluster, tmp_path: Path) -> None:
@@ -61,12 +52,12 @@ def test_days_chain_through_savepoints_and_a_rerun_gives_the_same_rows(mini_clus
         savepoint = result.accumulators["savepoint_path"]
         paths.append(savepoint)
         assert read_savepoint(savepoint).is_savepoint
-        assert totals_of(str(tmp_path / "totals"), day) == expected_for_day(day)
+        assert day_rows(str(tmp_path / "totals"), day) == expected_for_day(day)
     # re-running day 2 from day 1's savepoint replaces day 2's rows with the same rows, others untouched
-    before = {d: totals_of(str(tmp_path / "totals"), d) for d in DAYS}
+    before = {d: day_rows(str(tmp_path / "totals"), d) for d in DAYS}
     result = run_day(mini_cluster, tmp_path, DAYS[1], paths[0])
     assert result.status is JobStatus.FINISHED
-    assert {d: totals_of(str(tmp_path / "totals"), d) for d in DAYS} == before
+    assert {d: day_rows(str(tmp_path / "totals"), d) for d in DAYS} == before
     assert read_table(str(tmp_path / "totals")).num_rows == sum(len(v) for v in before.values())
 
 
@@ -91,12 +82,7 @@ def test_the_live_job_continues_the_totals_of_the_last_days_savepoint(mini_clust
         wait_until(days_out, timeout=60, what="three live days in the output")
     finally:
         client.cancel()
-    rows = read_table(live_out).to_pylist()
-    seen: dict[tuple[int, str], tuple[int, int]] = {}
-    for r in rows:
-        key = (r["user_id"], r["day"])
-        assert key not in seen, f"duplicate row for {key}"
-        seen[key] = (r["events_total"], r["value_total"])
+    seen = totals_by_user_day(live_out)
     day1 = reference_totals(DAYS[0], N)
     reference = {day: reference_totals(day, N) for day in {d for _, d in seen}}
     for (user, day), totals in seen.items():

@@ -9,11 +9,11 @@ from pathlib import Path
 from dagster import DagsterInstance, materialize
 
 from pipelines.daily_totals import daily_events, running_totals
-from pipelines.jobs.daily_events import day_events, reference_totals
 from pipelines.live import dispose_old
 from pipelines.savepoint_registry import SavepointRegistry
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
-from runtime.storage.delta_read import read_table
+from tests.running_totals_support import day_rows as rows_of_day
+from tests.running_totals_support import expected_for_day
 
 N = 100_000  # the default events per day
 
@@ -30,15 +30,11 @@ def materialize_day(base: Path, day: str, instance: DagsterInstance, raise_on_er
 
 
 def day_rows(base: Path, day: str) -> dict[int, tuple[int, int]]:
-    rows = [r for r in read_table(str(base / "running_totals")).to_pylist() if r["day"] == day]
-    out = {r["user_id"]: (r["events_total"], r["value_total"]) for r in rows}
-    assert len(out) == len(rows), f"duplicate users on {day}"
-    return out
+    return rows_of_day(str(base / "running_totals"), day)
 
 
 def expected(day: str) -> dict[int, tuple[int, int]]:
-    through = reference_totals(day, N)
-    return {u: through[u] for u in set(day_events(day, N)["user_id"].tolist())}
+    return expected_for_day(day, N)
 
 
 def test_days_in_order_carry_the_totals_and_a_rerun_is_the_same(tmp_path: Path) -> None:

@@ -8,9 +8,7 @@ import re
 import signal
 import threading
 import time
-from typing import Iterator
 
-import pytest
 from dagster import DagsterInstance, EnvVar, asset, materialize
 from deltalake import DeltaTable
 
@@ -19,17 +17,8 @@ from pipelines.jobs import live_activity, windowed_sum
 from pipelines.streaming import cancel_live_activity_job, submit_live_activity_job
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from runtime.api.datastream import StreamExecutionEnvironment
-from tests.integration.cluster.conftest import SessionCluster, start_session_cluster, stop_session_cluster
+from tests.integration.cluster.conftest import SessionCluster
 from tests.waiting import wait_until
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionCluster]:
-    c = start_session_cluster(tmp_path_factory.mktemp("millrace-home"), "--taskmanagers", "2", "--max-taskmanagers", "3")
-    try:
-        yield c
-    finally:
-        stop_session_cluster(c)
 
 
 def _session(cluster: SessionCluster, **kw) -> MillraceClusterResource:
