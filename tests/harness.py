@@ -225,11 +225,33 @@ class Harness:
         self.op.close()
 
 
-def through_state_files(keyed: "KeyedSnapshot", directory: str, key_group_range: KeyGroupRange) -> "KeyedSnapshot":
-    """A keyed snapshot as a restore sees it: written as checkpoint rows, read back for one key-group range."""
+def keyed_entries(snapshot: "OperatorSnapshot", key_group_range: KeyGroupRange = KeyGroupRange(0, 127)) -> "KeyedSnapshot":
+    """A snapshot's keyed state in the canonical form, whatever the backend wrote (a RocksDB
+    checkpoint holds its state entries as native files and only its timers as entries)."""
+    from runtime.state.rocksdb import native_to_keyed
+
+    out: "KeyedSnapshot" = {kg: dict(states) for kg, states in snapshot.materialize_keyed().items()}
+    native = snapshot.materialize_native()
+    if native is not None:
+        for kg, states in native_to_keyed([native], key_group_range).items():
+            out.setdefault(kg, {}).update(states)
+    return out
+
+
+def through_state_files(
+    snapshot: "OperatorSnapshot | KeyedSnapshot", directory: str, key_group_range: KeyGroupRange
+) -> "KeyedSnapshot":
+    """A snapshot as a restore sees it: written as checkpoint rows (native files included), read
+    back for one key-group range, in the canonical form."""
     from runtime.core.checkpoint import OperatorSnapshot
+    from runtime.state.rocksdb import native_to_keyed
     from runtime.storage.state_files import read_operator_state, write_state_file
 
-    handle = write_state_file(directory, 1, 0, 0, 1, {"op": OperatorSnapshot(keyed=keyed)})
+    snap = snapshot if isinstance(snapshot, OperatorSnapshot) else OperatorSnapshot(keyed=snapshot)
+    handle = write_state_file(directory, 1, 0, 0, 1, {"op": snap})
     assert handle is not None
-    return read_operator_state(directory, [handle.path], "op", key_group_range, 0, 1).keyed
+    ctx = read_operator_state(directory, [handle.path], "op", key_group_range, 0, 1)
+    out = {kg: dict(states) for kg, states in ctx.keyed.items() if kg in key_group_range}
+    for kg, states in (native_to_keyed(ctx.native, key_group_range) if ctx.native else {}).items():
+        out.setdefault(kg, {}).update(states)
+    return out

@@ -341,6 +341,8 @@ class DeltaSinkCoordinator:
         # paths this sink committed (or, after a restore, that the table references): a writer offers
         # a file again until it hears its checkpoint completed, so a file may arrive twice
         self._committed_paths: set[str] = set()
+        # files of checkpoints a later run may restore (the job ends without finishing): never deleted here
+        self._retained_paths: set[str] = set()
         self.checkpoint_commits = 0
         self.version: int | None = None
 
@@ -517,6 +519,11 @@ class DeltaSinkCoordinator:
             log.info("Delta sink %s: deleting %d files no commit references", self.sink.path, len(orphans))
             self._delete(orphans)
 
+    def retain_for_restore(self, checkpoint_id: int, committables: list[Any]) -> None:
+        """The job ends without finishing and checkpoint `checkpoint_id` may be restored by a later
+        run, which commits its files (Flink: pending files stay for the committer of the restored job)."""
+        self._retained_paths |= {f["path"] for per in committables for c in per or [] for f in c.get("files", [])}
+
     # --- end of the job -----------------------------------------------------------------------
     def on_job_finished(self) -> dict[str, Any]:
         missing = sorted(set(range(self.parallelism)) - set(self._files))
@@ -575,7 +582,8 @@ class DeltaSinkCoordinator:
         self._superseded = []
 
     def _delete(self, files: list[dict[str, Any]]) -> None:
-        files = [f for f in files if f["path"] not in self._committed_paths]  # never a committed file
+        # never a committed file, nor one a restore of a retained checkpoint commits
+        files = [f for f in files if f["path"] not in self._committed_paths and f["path"] not in self._retained_paths]
         if not files:
             return
         fs, base = _filesystem(self.sink.path)

@@ -333,6 +333,17 @@ class CheckpointCoordinator:
             await self._abort(self.pending.checkpoint_id, reason, count_failure=False)
 
     # --- restore --------------------------------------------------------------------------------
+    def restorable(self) -> list[Any]:
+        """Metadata of what a later run may restore this job from: the newest checkpoint and savepoint,
+        and a checkpoint whose Delta commit is in flight (it may land). Operator coordinators of a job
+        that ends without finishing keep what these hold (the Delta sink's files of a checkpoint that
+        completed but was not committed yet: a restore commits them)."""
+        out = [c for c in (self.latest_completed, self.latest_savepoint) if c is not None]
+        p = self.pending
+        if p is not None and p.completing and not p.discarded:
+            out.append(self.store.metadata_for(p, self.clock()))
+        return out
+
     async def latest_for_restore(self) -> Any:
         """The newest completed checkpoint or savepoint (Delta is the truth for checkpoints: a commit
         that landed but whose reply was lost counts). A savepoint newer than every checkpoint wins:

@@ -678,6 +678,8 @@ class Scheduler:
         if self.status.state.is_globally_terminal:
             return
         self.end_time = self.clock()
+        if status is not JobStatus.FINISHED:
+            self._retain_restorable_outputs()
         for coord in self.coordinators.values():
             try:
                 coord.close()
@@ -689,6 +691,23 @@ class Scheduler:
         self.archived = self.job_details()
         self.host.spawn(self.host.release_resources())
         self.host.job_reached_terminal(self.result())
+
+    def _retain_restorable_outputs(self) -> None:
+        """The job ends without finishing, but a later run may restore its newest checkpoint (retained
+        checkpoints, the restore sensor, `run -s`): coordinators must not delete what that holds, e.g.
+        the files of a checkpoint that completed while the job was failing, before its commit."""
+        checkpoints = ([] if self.checkpoints is None else self.checkpoints.restorable()) + (
+            [self._restored_checkpoint] if self._restored_checkpoint is not None else []
+        )
+        for node_id, coord in self.coordinators.items():
+            retain = getattr(coord, "retain_for_restore", None)
+            if retain is None:
+                continue
+            for cp in checkpoints:
+                try:
+                    retain(cp.checkpoint_id, [pickle.loads(b) for b in cp.committables.get(self._coordinator_ops[node_id], [])])
+                except Exception:  # noqa: BLE001 - keeping files is best effort; close then keeps all
+                    self._log(logging.WARNING, "coordinator of '%s' could not note checkpoint %d as restorable", self.coordinator_names[node_id], cp.checkpoint_id)
 
     # --- views ----------------------------------------------------------------------------------
     def vertex_metrics(self) -> list[m.VertexMetrics]:

@@ -42,7 +42,12 @@ def _days_out(table: str, *days: str) -> bool:
 
 
 def test_start_savepoint_kill_restore_stop(cluster: SessionCluster, tmp_path: Path) -> None:
-    run_live_lifecycle(cluster, tmp_path)
+    try:
+        run_live_lifecycle(cluster, tmp_path)
+    finally:  # a failure must not leave a live job running into the next test on this cluster
+        for jid, job in _live(cluster).items():
+            if job["state"] in ("CREATED", "RUNNING", "RESTARTING"):
+                cluster.client().cancel_job(jid)
 
 
 def run_live_lifecycle(cluster: SessionCluster, tmp_path: Path) -> None:

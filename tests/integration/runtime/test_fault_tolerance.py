@@ -201,6 +201,44 @@ def test_a_task_manager_killed_after_a_checkpoint_completed_but_before_its_commi
     assert txn_versions(tmp_path / "out").count(3) == 1
 
 
+def test_a_job_failing_between_a_completed_checkpoint_and_its_commit_keeps_its_files_for_a_restore(
+    mini_cluster: MiniCluster, tmp_path: Path, before_commit_hook: list[Any]
+) -> None:
+    """No restarts: the failed commit of checkpoint 3 FAILS the job. Its files must outlive the job
+    (checkpoints are retained), so a new run restored from the checkpoint commits them."""
+    n = 60_000
+
+    def build(restore: str | None) -> StreamExecutionEnvironment:
+        conf = Configuration()
+        if restore:
+            conf.set_string("execution.savepoint.path", restore)
+        env = env_with_checkpoints(tmp_path, 2, conf=conf)
+        env.set_restart_strategy(RestartStrategies.no_restart())
+        (
+            env.from_source(id_source(n, 20_000), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+            .map_batches(lambda b: b).name("identity").uid("identity")
+            .sink_to(DeltaSink(str(tmp_path / "out"))).uid("out")
+        )
+        return env
+
+    def fail_commit_3(checkpoint_id: int) -> None:
+        before_commit_hook.append(checkpoint_id)
+        if checkpoint_id == 3:
+            raise OSError("injected: the commit of checkpoint 3 failed")
+
+    DeltaSinkCoordinator.before_commit = fail_commit_3
+    failed = mini_cluster.submit(build(None).get_job_graph("fail-before-commit"))
+    with pytest.raises(JobExecutionError, match="checkpoint 3"):
+        failed.get_job_execution_result(timeout=120)
+    assert max(txn_versions(tmp_path / "out")) == 2  # checkpoints 1 and 2 committed, 3 not
+    DeltaSinkCoordinator.before_commit = None
+
+    restored = mini_cluster.submit(build(str(tmp_path / "checkpoints" / failed.job_id)).get_job_graph("restored"))
+    assert restored.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    assert_exactly_once(tmp_path / "out", n)
+    assert txn_versions(tmp_path / "out").count(3) == 1  # checkpoint 3's files, committed by the restore
+
+
 def txn_versions(table: Path) -> list[int]:
     """The app-transaction versions of every commit in a Delta log, in order."""
     import json

@@ -25,7 +25,7 @@ from runtime.api.operators.window_operator import WindowOperator
 from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
-from tests.harness import Harness, through_state_files
+from tests.harness import Harness, keyed_entries, through_state_files
 from tests.unit.operators.test_window_operator import AvgAgg
 
 pytestmark = pytest.mark.unit
@@ -74,9 +74,11 @@ def run_interrupted(make_op, steps, cut, backend, tmp_path, key_group_range=FULL
     snap = h.op.snapshot_state(1)
     assert isinstance(snap, OperatorSnapshot) and callable(snap.keyed)
     drive(h, steps[cut : cut + 4])  # updates after the synchronous part must not reach the snapshot
-    keyed = snap.materialize_keyed()
+    # both parts built now, after the original went on (a RocksDB checkpoint's files are native)
+    snap = OperatorSnapshot(keyed=snap.materialize_keyed(), native=snap.materialize_native())
     h.op.close()
-    restored = through_state_files(keyed, str(tmp_path / "cp"), key_group_range)
+    keyed = keyed_entries(snap)
+    restored = through_state_files(snap, str(tmp_path / "cp"), key_group_range)
     h2 = Harness(make_op(), backend=OTHER[backend], now=now_after(steps[:cut]), restore=restored, key_group_range=key_group_range)
     drive(h2, steps[cut:])
     after = h2.output.records_with_timestamps()
