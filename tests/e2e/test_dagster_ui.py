@@ -64,7 +64,15 @@ LOGS = """
 query Logs($runId: ID!, $after: String) {
   logsForRun(runId: $runId, afterCursor: $after) {
     __typename
-    ... on EventConnection { cursor hasMore events { __typename ... on MessageEvent { message } } }
+    ... on EventConnection {
+      cursor hasMore
+      events {
+        __typename
+        ... on MessageEvent { message }
+        ... on ErrorEvent { error { message } }
+        ... on ExecutionStepFailureEvent { failureMetadata { description } }
+      }
+    }
   }
 }"""
 
@@ -186,8 +194,9 @@ class DagsterDev:
             time.sleep(0.5)
         raise AssertionError(f"GraphQL did not answer in {timeout}s: {self.log_path.read_text()[-3000:]}")
 
-    def launch_asset(self, asset: str, run_config_yaml: str, checks: list[str]) -> str:
-        """What the UI's Materialize button sends: the asset job, the asset and its checks, launchpad YAML."""
+    def launch_asset(self, asset: str, run_config_yaml: str, checks: list[str], partition: str | None = None) -> str:
+        """What the UI's Materialize button sends: the asset job, the asset and its checks, launchpad
+        YAML (and the partition picked in its dialog)."""
         params = {
             "runConfigData": run_config_yaml,
             "selector": {
@@ -198,7 +207,7 @@ class DagsterDev:
                 "assetCheckSelection": [{"assetKey": {"path": [asset]}, "name": c} for c in checks],
             },
             "mode": "default",
-            "executionMetadata": {"tags": []},
+            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}] if partition else []},
         }
         out = self.gql(LAUNCH, {"executionParams": params})["launchPipelineExecution"]
         assert out["__typename"] == "LaunchRunSuccess", out
@@ -221,7 +230,9 @@ class DagsterDev:
         lines, cursor = [], None
         while True:
             out = self.gql(LOGS, {"runId": run_id, "after": cursor})["logsForRun"]
-            lines += [e.get("message", "") for e in out["events"]]
+            for e in out["events"]:  # a failure's message says only that it failed: add why
+                lines.append(e.get("message", ""))
+                lines += [why for why in ((e.get("error") or {}).get("message"), (e.get("failureMetadata") or {}).get("description")) if why]
             cursor = out["cursor"]
             if not out["hasMore"]:
                 return "\n".join(lines)

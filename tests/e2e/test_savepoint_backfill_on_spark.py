@@ -7,7 +7,12 @@ location's defaults: embedded cluster, local Spark, 100,000 events per day):
 - a backfill of 2026-01-01..2026-01-04 launched through GraphQL (launchPartitionBackfill, as the
   UI's "Materialize all" with a range) on `dagster dev` runs the days in order, one after the
   other, and gives the same rows (its TaskManagers are local processes, set in the backfill's
-  run config: the order is what it shows).
+  run config: the order is what it shows);
+- that backfill can be resumed after a failed day: a backfill of running_totals for 2026-01-05..06
+  whose events were never materialized fails on day 5 with a message naming the missing partition
+  and never runs day 6; once daily_events has the two days, re-executing the backfill from failure
+  (the UI's "Re-execute from failure", GraphQL reexecutePartitionBackfill) runs days 5 and 6 in
+  order, restored from day 4's savepoint, and their rows are the totals over all six days.
 """
 from __future__ import annotations
 
@@ -49,6 +54,18 @@ query Backfill($id: String!) {
 }"""
 
 
+REEXECUTE = """
+mutation Reexecute($params: ReexecutionParams!) {
+  reexecutePartitionBackfill(reexecutionParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message stack }
+  }
+}"""
+
+FINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED")
+
+
 def expected(day: str) -> dict[int, tuple[int, int]]:
     return expected_for_day(day, N)
 
@@ -86,38 +103,85 @@ def dagster_dev(tmp_path: Path):
         assert not left, f"processes left behind by dagster dev: {sorted(left)}"
 
 
-def test_a_ui_backfill_runs_the_days_in_order(dagster_dev: DagsterDev) -> None:
-    days = ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"]
+def _launch(server: DagsterDev, days: list[str], assets: list[str], title: str) -> str:
     params = {
         "partitionNames": days,
-        "assetSelection": [{"path": ["daily_events"]}, {"path": ["running_totals"]}],
+        "assetSelection": [{"path": [a]} for a in assets],
         "fromFailure": False,
-        "title": "savepoint backfill",
+        "title": title,
         # local-process TaskManagers: the CLI test above runs the days on Spark; here the order matters
         "runConfigData": {"resources": {"millrace": {"config": {"provider": "local"}}}},
     }
-    out = dagster_dev.gql(BACKFILL, {"params": params})["launchPartitionBackfill"]
+    out = server.gql(BACKFILL, {"params": params})["launchPartitionBackfill"]
     assert out["__typename"] == "LaunchBackfillSuccess", out
-    deadline = time.monotonic() + 1500
+    return out["backfillId"]
+
+
+def _wait(server: DagsterDev, backfill_id: str, timeout: float = 1500) -> dict:
+    deadline = time.monotonic() + timeout
     while True:
-        dagster_dev.track()
-        backfill = dagster_dev.gql(BACKFILL_STATUS, {"id": out["backfillId"]})["partitionBackfillOrError"]
-        if backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"):
-            break
+        server.track()
+        backfill = server.gql(BACKFILL_STATUS, {"id": backfill_id})["partitionBackfillOrError"]
+        if backfill["status"] in FINAL:
+            return backfill
         assert time.monotonic() < deadline, backfill
         time.sleep(3)
+
+
+def _succeeded(server: DagsterDev, backfill: dict) -> list[dict]:
     runs = backfill["runs"]
-    assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), [(r["runId"], r["status"]) for r in runs] + [dagster_dev.messages(r["runId"])[-3000:] for r in runs if r["status"] != "SUCCESS"]
+    assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), [(r["runId"], r["status"]) for r in runs] + [
+        server.messages(r["runId"])[-3000:] for r in runs if r["status"] != "SUCCESS"
+    ]
     assert runs and all(r["status"] == "SUCCESS" for r in runs)
-    # in order: the run that materialized running_totals for a day started after the day before's ended
-    totals_runs: dict[str, list[dict]] = {}
+    return runs
+
+
+def _totals_runs(runs: list[dict]) -> dict[str, list[dict]]:
+    """The runs that materialized running_totals, per day."""
+    out: dict[str, list[dict]] = {}
     for r in runs:
         tags = {t["key"]: t["value"] for t in r["tags"]}
         if ["running_totals"] in [a["path"] for a in r["assetSelection"] or []]:
-            totals_runs.setdefault(tags.get("dagster/partition"), []).append(r)
-    assert set(totals_runs) == set(days), totals_runs.keys()
-    assert "embedded cluster (local TaskManagers)" in dagster_dev.messages(totals_runs[days[0]][0]["runId"])
+            out.setdefault(tags.get("dagster/partition"), []).append(r)
+    return out
+
+
+def _assert_in_order(per_day: dict[str, list[dict]], days: list[str]) -> None:
+    """The run of each day started after the day before's had ended."""
+    assert set(per_day) == set(days), per_day.keys()
     for before, after in zip(days, days[1:]):
-        assert min(r["startTime"] for r in totals_runs[after]) >= max(r["endTime"] for r in totals_runs[before]), (before, after)
+        assert min(r["startTime"] for r in per_day[after]) >= max(r["endTime"] for r in per_day[before]), (before, after)
+
+
+@pytest.mark.timeout(900)  # backfill daemon ticks (every 30 s in Dagster) launch the days one after the other
+def test_a_ui_backfill_runs_the_days_in_order_and_resumes_after_a_failed_day(dagster_dev: DagsterDev) -> None:
+    days = ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"]
+    runs = _succeeded(dagster_dev, _wait(dagster_dev, _launch(dagster_dev, days, ["daily_events", "running_totals"], "savepoint backfill")))
+    per_day = _totals_runs(runs)
+    _assert_in_order(per_day, days)
+    assert "embedded cluster (local TaskManagers)" in dagster_dev.messages(per_day[days[0]][0]["runId"])
     for day in days:
+        assert day_rows(dagster_dev.warehouse, day) == expected(day)
+
+    # days 5 and 6 of running_totals alone: day 5 has no events, so it fails and day 6 never runs
+    later = ["2026-01-05", "2026-01-06"]
+    failed_id = _launch(dagster_dev, later, ["running_totals"], "savepoint backfill, days without events")
+    failed = _wait(dagster_dev, failed_id)
+    assert failed["status"] in ("COMPLETED_FAILED", "FAILED"), failed
+    tried = _totals_runs(failed["runs"])
+    assert list(tried) == ["2026-01-05"] and [r["status"] for r in tried["2026-01-05"]] == ["FAILURE"], tried
+    log = dagster_dev.messages(tried["2026-01-05"][0]["runId"])
+    assert "no events for day 2026-01-05 (materialize daily_events for 2026-01-05 first)" in log, log[-3000:]
+    assert day_rows(dagster_dev.warehouse, "2026-01-05") == {}
+
+    # the missing input, then "re-execute from failure": days 5 and 6 run in order from day 4's savepoint
+    # (each day's events launched as the UI's Materialize of one partition: no backfill daemon tick to wait for)
+    for run_id in [dagster_dev.launch_asset("daily_events", "{}", [], partition=day) for day in later]:
+        assert dagster_dev.wait_status(run_id, {"SUCCESS", "FAILURE", "CANCELED"}) == "SUCCESS", dagster_dev.messages(run_id)[-3000:]
+    out = dagster_dev.gql(REEXECUTE, {"params": {"parentRunId": failed_id, "strategy": "FROM_FAILURE"}})["reexecutePartitionBackfill"]
+    assert out["__typename"] == "LaunchBackfillSuccess", out
+    resumed = _totals_runs(_succeeded(dagster_dev, _wait(dagster_dev, out["backfillId"])))
+    _assert_in_order(resumed, later)
+    for day in days + later:
         assert day_rows(dagster_dev.warehouse, day) == expected(day)
