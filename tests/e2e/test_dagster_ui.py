@@ -194,9 +194,8 @@ class DagsterDev:
             time.sleep(0.5)
         raise AssertionError(f"GraphQL did not answer in {timeout}s: {self.log_path.read_text()[-3000:]}")
 
-    def launch_asset(self, asset: str, run_config_yaml: str, checks: list[str], partition: str | None = None) -> str:
-        """What the UI's Materialize button sends: the asset job, the asset and its checks, launchpad
-        YAML (and the partition picked in its dialog)."""
+    def launch_asset(self, asset: str, run_config_yaml: str, checks: list[str]) -> str:
+        """What the UI's Materialize button sends: the asset job, the asset and its checks, launchpad YAML."""
         params = {
             "runConfigData": run_config_yaml,
             "selector": {
@@ -207,7 +206,7 @@ class DagsterDev:
                 "assetCheckSelection": [{"assetKey": {"path": [asset]}, "name": c} for c in checks],
             },
             "mode": "default",
-            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}] if partition else []},
+            "executionMetadata": {"tags": []},
         }
         out = self.gql(LAUNCH, {"executionParams": params})["launchPipelineExecution"]
         assert out["__typename"] == "LaunchRunSuccess", out

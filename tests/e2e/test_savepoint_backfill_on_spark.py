@@ -8,11 +8,11 @@ location's defaults: embedded cluster, local Spark, 100,000 events per day):
   UI's "Materialize all" with a range) on `dagster dev` runs the days in order, one after the
   other, and gives the same rows (its TaskManagers are local processes, set in the backfill's
   run config: the order is what it shows);
-- that backfill can be resumed after a failed day: a backfill of running_totals for 2026-01-05..06
-  whose events were never materialized fails on day 5 with a message naming the missing partition
-  and never runs day 6; once daily_events has the two days, re-executing the backfill from failure
-  (the UI's "Re-execute from failure", GraphQL reexecutePartitionBackfill) runs days 5 and 6 in
-  order, restored from day 4's savepoint, and their rows are the totals over all six days.
+- a backfill can be resumed after a failed day: a backfill of 2026-01-05..06 launched next to it,
+  too early, fails on day 5 with a message naming the missing partition (day 4 has no savepoint
+  yet) and never runs day 6's totals; re-executing it from failure (the UI's "Re-execute from
+  failure", GraphQL reexecutePartitionBackfill) runs days 5 and 6 in order, restored from day 4's
+  savepoint, and their rows are the totals over all six days.
 """
 from __future__ import annotations
 
@@ -154,32 +154,46 @@ def _assert_in_order(per_day: dict[str, list[dict]], days: list[str]) -> None:
         assert min(r["startTime"] for r in per_day[after]) >= max(r["endTime"] for r in per_day[before]), (before, after)
 
 
+def _run_of(server: DagsterDev, backfill_id: str, day: str, statuses: set[str], timeout: float = 300) -> dict:
+    """The backfill's running_totals run of `day`, once it has one of `statuses`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        server.track()
+        runs = server.gql(BACKFILL_STATUS, {"id": backfill_id})["partitionBackfillOrError"]["runs"]
+        found = [r for r in _totals_runs(runs).get(day, []) if r["status"] in statuses]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, runs
+        time.sleep(3)
+
+
 @pytest.mark.timeout(900)  # backfill daemon ticks (every 30 s in Dagster) launch the days one after the other
 def test_a_ui_backfill_runs_the_days_in_order_and_resumes_after_a_failed_day(dagster_dev: DagsterDev) -> None:
-    days = ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"]
-    runs = _succeeded(dagster_dev, _wait(dagster_dev, _launch(dagster_dev, days, ["daily_events", "running_totals"], "savepoint backfill")))
+    days, later = ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"], ["2026-01-05", "2026-01-06"]
+    assets = ["daily_events", "running_totals"]
+    first = _launch(dagster_dev, days, assets, "savepoint backfill")
+    # launched too early, next to the first: day 5 has no savepoint of day 4 yet, so it fails (while
+    # the first backfill runs its days; Dagster waits only for parents inside a backfill) and day 6
+    # never runs
+    early = _launch(dagster_dev, later, assets, "savepoint backfill, launched too early")
+    log = dagster_dev.messages(_run_of(dagster_dev, early, later[0], {"FAILURE", "SUCCESS"})["runId"])
+    assert "the previous partition 2026-01-04 has no savepoint" in log, log[-3000:]
+
+    runs = _succeeded(dagster_dev, _wait(dagster_dev, first))
     per_day = _totals_runs(runs)
     _assert_in_order(per_day, days)
     assert "embedded cluster (local TaskManagers)" in dagster_dev.messages(per_day[days[0]][0]["runId"])
     for day in days:
         assert day_rows(dagster_dev.warehouse, day) == expected(day)
 
-    # days 5 and 6 of running_totals alone: day 5 has no events, so it fails and day 6 never runs
-    later = ["2026-01-05", "2026-01-06"]
-    failed_id = _launch(dagster_dev, later, ["running_totals"], "savepoint backfill, days without events")
-    failed = _wait(dagster_dev, failed_id)
+    failed = _wait(dagster_dev, early)
     assert failed["status"] in ("COMPLETED_FAILED", "FAILED"), failed
     tried = _totals_runs(failed["runs"])
-    assert list(tried) == ["2026-01-05"] and [r["status"] for r in tried["2026-01-05"]] == ["FAILURE"], tried
-    log = dagster_dev.messages(tried["2026-01-05"][0]["runId"])
-    assert "no events for day 2026-01-05 (materialize daily_events for 2026-01-05 first)" in log, log[-3000:]
-    assert day_rows(dagster_dev.warehouse, "2026-01-05") == {}
+    assert list(tried) == [later[0]] and [r["status"] for r in tried[later[0]]] == ["FAILURE"], tried
+    assert day_rows(dagster_dev.warehouse, later[0]) == {}
 
-    # the missing input, then "re-execute from failure": days 5 and 6 run in order from day 4's savepoint
-    # (each day's events launched as the UI's Materialize of one partition: no backfill daemon tick to wait for)
-    for run_id in [dagster_dev.launch_asset("daily_events", "{}", [], partition=day) for day in later]:
-        assert dagster_dev.wait_status(run_id, {"SUCCESS", "FAILURE", "CANCELED"}) == "SUCCESS", dagster_dev.messages(run_id)[-3000:]
-    out = dagster_dev.gql(REEXECUTE, {"params": {"parentRunId": failed_id, "strategy": "FROM_FAILURE"}})["reexecutePartitionBackfill"]
+    # "re-execute from failure": the days not materialized, 5 then 6, from day 4's savepoint
+    out = dagster_dev.gql(REEXECUTE, {"params": {"parentRunId": early, "strategy": "FROM_FAILURE"}})["reexecutePartitionBackfill"]
     assert out["__typename"] == "LaunchBackfillSuccess", out
     resumed = _totals_runs(_succeeded(dagster_dev, _wait(dagster_dev, out["backfillId"])))
     _assert_in_order(resumed, later)

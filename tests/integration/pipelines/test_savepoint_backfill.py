@@ -1,7 +1,7 @@
 """The savepoint backfill in-process on embedded clusters with local-process TaskManagers: days
 of running_totals in order, each restored from the day before's savepoint; results against an
 independent count over the generator; the registry; re-materialising a day; a day whose
-previous day has no savepoint; retention."""
+previous day has no savepoint or no events; retention."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -66,6 +66,13 @@ def test_days_in_order_carry_the_totals_and_a_rerun_is_the_same(tmp_path: Path) 
     again = registry.lookup("running_totals", "2026-01-02")
     assert again.path != entries["2026-01-02"].path and not Path(entries["2026-01-02"].path).exists()
     assert len(registry.entries("running_totals")) == 3
+
+    # a day whose events were never materialized fails, naming that partition, and writes nothing
+    missing = materialize([running_totals], partition_key="2026-01-04", resources=_resources(tmp_path), instance=instance, raise_on_error=False)
+    assert not missing.success
+    failure = next(e for e in missing.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "no events for day 2026-01-04 (materialize daily_events for 2026-01-04 first)" in failure.step_failure_data.user_failure_data.description
+    assert day_rows(tmp_path, "2026-01-04") == {} and len(registry.entries("running_totals")) == 3
 
     # retention: the newest 2 stay (day 2's new savepoint is the newest of all)
     disposed = dispose_old(registry, 2, _Log())
