@@ -117,7 +117,7 @@ def _launch(server: DagsterDev, days: list[str], assets: list[str], title: str) 
     return out["backfillId"]
 
 
-def _wait(server: DagsterDev, backfill_id: str, timeout: float = 1500) -> dict:
+def _wait(server: DagsterDev, backfill_id: str, timeout: float = 600) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         server.track()
