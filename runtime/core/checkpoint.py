@@ -130,6 +130,8 @@ class OperatorSnapshot:
     # keyed state in a backend's native format (RocksDB's checkpoint files), or a supplier of it;
     # checkpoints only: savepoints are canonical (keyed above)
     native: Union["NativeStateBundle", Callable[[], "NativeStateBundle"], None] = None
+    # earlier checkpoints whose files of this task the state builds on (incremental checkpoints)
+    shared_checkpoints: list[int] = field(default_factory=list)
 
     def materialize_keyed(self) -> KeyedSnapshot:
         k = self.keyed
@@ -144,6 +146,9 @@ class OperatorSnapshot:
         return not self.keyed and not self.operator_lists and not self.union_lists and not self.committables and self.native is None
 
 
+NATIVE_CHANGELOG_FILE = "__changelog__"  # an incremental checkpoint's log among a NativeStateBundle's files
+
+
 @dataclass
 class NativeStateBundle:
     """One subtask's keyed state as a backend's own files (Flink: a native/incremental RocksDB
@@ -151,6 +156,10 @@ class NativeStateBundle:
 
     catalog: dict[str, Any]
     files: dict[str, bytes]
+    # incremental checkpoints: the checkpoint whose state file holds these rows (None: a full one)
+    checkpoint_id: int | None = None
+    # on restore: the logs to apply over `files` (the base), oldest first (runtime.state.changelog)
+    changelogs: list[bytes] = field(default_factory=list)
 
 
 @dataclass

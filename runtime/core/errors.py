@@ -73,6 +73,10 @@ class StorageError(MillraceError):
     """A Delta table operation failed; nothing was committed."""
 
 
+class SharedStateMissingError(StorageError):
+    """A checkpoint builds on files of an earlier checkpoint that retention already removed."""
+
+
 
 class CheckpointError(MillraceError):
     """A checkpoint or savepoint could not be taken (not every task runs, declined, expired, not committed)."""

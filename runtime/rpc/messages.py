@@ -228,6 +228,9 @@ class StateFileHandle(Message):
 
 class TaskStateSnapshot(Message):
     files: list[StateFileHandle] = Field(default_factory=list)
+    # operator id -> state files of earlier checkpoints (this task's) that its state builds on
+    # (incremental checkpoints: Flink's shared state); retention keeps them while referenced
+    shared_files: dict[str, list[str]] = Field(default_factory=dict)
     # operator id -> cloudpickle of that subtask's committables (two-phase-commit sinks)
     committables: dict[str, bytes] = Field(default_factory=dict)
 

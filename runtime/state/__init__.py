@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from runtime.core.errors import ConfigurationError
 from runtime.core.keygroups import KeyGroupRange
+from runtime.state.changelog import ChangelogOptions
 from runtime.state.backend import VOID_NAMESPACE, KeyedStateBackend, StateError, StateTable
 from runtime.state.heap import HashMapKeyedStateBackend
 
@@ -15,6 +16,7 @@ def create_keyed_state_backend(
     max_parallelism: int = 128,
     operator_id: str = "operator",
     local_dir: str | None = None,
+    changelog: "ChangelogOptions | None" = None,
 ) -> KeyedStateBackend:
     """Flink: StateBackend.createKeyedStateBackend. `kind` is Flink's state.backend.type value."""
     rng = key_group_range if key_group_range is not None else KeyGroupRange(0, max_parallelism - 1)
@@ -24,7 +26,7 @@ def create_keyed_state_backend(
     if k in ("rocksdb", "rocks"):
         from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
-        return RocksDBKeyedStateBackend(rng, max_parallelism, operator_id, local_dir=local_dir)
+        return RocksDBKeyedStateBackend(rng, max_parallelism, operator_id, local_dir=local_dir, changelog=changelog)
     raise ConfigurationError(
         f"unknown state backend {kind!r} for operator {operator_id}: use one of {', '.join(BACKEND_KINDS)}"
     )

@@ -395,10 +395,21 @@ class KeyedStateBackend(abc.ABC):
         return iter(()) if t is None else t.keys_and_namespaces()
 
     # checkpoints (runtime.core.checkpoint) -------------------------------------------------------
-    def snapshot_native_sync(self) -> Callable[[], Any] | None:
+    def snapshot_native_sync(self, checkpoint_id: int | None = None) -> Callable[[], Any] | None:
         """A checkpoint in the backend's own format (a supplier of a NativeStateBundle), or None
         when it has none (then snapshot_sync's canonical entries are written)."""
         return None
+
+    def shared_checkpoints(self, checkpoint_id: int) -> list[int]:
+        """Earlier checkpoints whose state files the native snapshot `checkpoint_id` builds on
+        (incremental checkpoints); [] for a self-contained one."""
+        return []
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` is durable (incremental checkpoints build on it from now)."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` was discarded."""
 
     @abc.abstractmethod
     def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:

@@ -24,10 +24,11 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
 from runtime.api.datastream.state import StateKind
-from runtime.core.checkpoint import KeyedSnapshot, NativeStateBundle, StateEntries, in_forked_snapshot_writer
+from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, StateEntries, in_forked_snapshot_writer
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
+from runtime.state.changelog import ChangelogOptions, StateChangelog, decode_log, encode_log
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_value
 
 _HDR = struct.Struct(">HH")
@@ -139,6 +140,31 @@ class RocksDBStateTable(StateTable):
     def _k(self, kg: int, key: Any, ns: Any) -> bytes:
         return _HDR.pack(kg, self._sid) + self._key_enc(key) + self._ns_enc(ns)
 
+    # every write also goes to the changelog when the backend keeps one (incremental checkpoints)
+    def _set(self, k: bytes, v: bytes) -> None:
+        self._db[k] = v
+        c = self._b._changelog
+        if c is not None and c.log is not None:
+            c.log[k] = v
+
+    def _del(self, k: bytes) -> None:
+        self._db.delete(k)
+        c = self._b._changelog
+        if c is not None and c.log is not None:
+            c.log[k] = None
+
+    def _log_prefix_deleted(self, prefix: bytes) -> None:
+        """Before a range delete: log a delete of each entry in it (a log holds point writes only)."""
+        c = self._b._changelog
+        if c is not None and c.log is not None:
+            for k, _ in self._scan(prefix):
+                c.log[k] = None
+
+    def _log_puts(self, puts: list[tuple[bytes, bytes]]) -> None:
+        c = self._b._changelog
+        if c is not None and c.log is not None:
+            c.log.update(puts)
+
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
         it.seek(prefix)
@@ -165,37 +191,44 @@ class RocksDBStateTable(StateTable):
     def put(self, kg: int, key: Any, ns: Any, value: Any) -> None:
         k = self._k(kg, key, ns)
         if not self.multi:
-            self._db[k] = dumps_value(value)
+            self._set(k, dumps_value(value))
             return
+        if self.kind == StateKind.LIST:
+            puts = [(k + _SEQ.pack(self._b._next_seq()), dumps_value(v)) for v in value]
+        else:
+            puts = [(k + encode_key(uk), dumps_value(v)) for uk, v in value.items()]
+        self._log_prefix_deleted(k)
         wb = WriteBatch(raw_mode=True)
         wb.delete_range(k, _prefix_end(k))
-        if self.kind == StateKind.LIST:
-            for v in value:
-                wb.put(k + _SEQ.pack(self._b._next_seq()), dumps_value(v))
-        else:
-            for uk, v in value.items():
-                wb.put(k + encode_key(uk), dumps_value(v))
+        for pk, pv in puts:
+            wb.put(pk, pv)
         self._db.write(wb)
+        self._log_puts(puts)
 
     def remove(self, kg: int, key: Any, ns: Any) -> None:
         k = self._k(kg, key, ns)
         if self.multi:
+            self._log_prefix_deleted(k)
             self._db.delete_range(k, _prefix_end(k))
         else:
-            self._db.delete(k)
+            self._del(k)
 
     # list --------------------------------------------------------------------------------
     def list_add(self, kg: int, key: Any, ns: Any, value: Any) -> None:
-        self._db[self._k(kg, key, ns) + _SEQ.pack(self._b._next_seq())] = dumps_value(value)
+        self._set(self._k(kg, key, ns) + _SEQ.pack(self._b._next_seq()), dumps_value(value))
 
     def list_add_all(self, kg: int, key: Any, ns: Any, values: list[Any]) -> None:
         if not values:
             return
         k = self._k(kg, key, ns)
+        self._write_puts([(k + _SEQ.pack(self._b._next_seq()), dumps_value(v)) for v in values])
+
+    def _write_puts(self, puts: list[tuple[bytes, bytes]]) -> None:
         wb = WriteBatch(raw_mode=True)
-        for v in values:
-            wb.put(k + _SEQ.pack(self._b._next_seq()), dumps_value(v))
+        for pk, pv in puts:
+            wb.put(pk, pv)
         self._db.write(wb)
+        self._log_puts(puts)
 
     # map ---------------------------------------------------------------------------------
     def _map_items_raw(self, prefix: bytes) -> list[tuple[Any, Any]]:
@@ -210,17 +243,14 @@ class RocksDBStateTable(StateTable):
         return self._db.get(self._k(kg, key, ns) + encode_key(user_key)) is not None
 
     def map_put(self, kg: int, key: Any, ns: Any, user_key: Any, value: Any) -> None:
-        self._db[self._k(kg, key, ns) + encode_key(user_key)] = dumps_value(value)
+        self._set(self._k(kg, key, ns) + encode_key(user_key), dumps_value(value))
 
     def map_put_all(self, kg: int, key: Any, ns: Any, values: Mapping[Any, Any]) -> None:
         k = self._k(kg, key, ns)
-        wb = WriteBatch(raw_mode=True)
-        for uk, v in values.items():
-            wb.put(k + encode_key(uk), dumps_value(v))
-        self._db.write(wb)
+        self._write_puts([(k + encode_key(uk), dumps_value(v)) for uk, v in values.items()])
 
     def map_remove(self, kg: int, key: Any, ns: Any, user_key: Any) -> None:
-        self._db.delete(self._k(kg, key, ns) + encode_key(user_key))
+        self._del(self._k(kg, key, ns) + encode_key(user_key))
 
     def map_items(self, kg: int, key: Any, ns: Any) -> list[tuple[Any, Any]]:
         return self._map_items_raw(self._k(kg, key, ns))
@@ -249,6 +279,13 @@ class RocksDBStateTable(StateTable):
 
     # checkpoints -----------------------------------------------------------------------------
     def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
+        """A restore's bulk load. Restores run before the first checkpoint, when no changelog is
+        kept yet (the first checkpoint materializes); one kept later gets the writes one by one."""
+        c = self._b._changelog
+        if c is not None and c.log is not None:
+            for key, ns, value in entries:
+                self.put(kg, key, ns, value)
+            return
         wb = WriteBatch(raw_mode=True)
         k = self._k
         if not self.multi:
@@ -283,6 +320,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         max_parallelism: int,
         operator_id: str,
         local_dir: str | None = None,
+        changelog: ChangelogOptions | None = None,
     ) -> None:
         super().__init__(key_group_range, max_parallelism, operator_id)
         if max_parallelism > 0xFFFF:
@@ -296,6 +334,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._db = Rdict(os.path.join(self._dir, "db"), opts)
         self._seq = 0
         self._closed = False
+        # incremental checkpoints: writes are logged, RocksDB is materialized now and then
+        self._changelog = StateChangelog(changelog) if changelog is not None and changelog.enabled else None
 
     @property
     def path(self) -> str:
@@ -311,21 +351,39 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             raise StateError(f"operator {self.operator_id}: too many states (max 65535)")
         return RocksDBStateTable(self, name, kind, sid)
 
-    def snapshot_native_sync(self) -> Callable[[], NativeStateBundle]:
-        """A checkpoint in RocksDB's own format (Flink's full native RocksDB checkpoint): the
-        synchronous part is a RocksDB checkpoint (memtable flush + hard links); the supplier reads
-        its files as they are, so nothing is iterated, decoded or encoded entry by entry. Restoring
-        it (any parallelism, either backend) reads the entries of the restoring key groups back."""
-        self._seq += 1
-        cp_dir = os.path.join(self._dir, f"snapshot-{self._seq}")
-        Checkpoint(self._db).create_checkpoint(cp_dir)
+    def snapshot_native_sync(self, checkpoint_id: int | None = None) -> Callable[[], NativeStateBundle]:
+        """A checkpoint in RocksDB's own format (Flink's native RocksDB checkpoint): the synchronous
+        part is a RocksDB checkpoint (memtable flush + hard links); the supplier reads its files as
+        they are, so nothing is iterated, decoded or encoded entry by entry. Restoring it (any
+        parallelism, either backend) reads the entries of the restoring key groups back.
+
+        With a changelog (incremental checkpoints) most checkpoints skip all that: the bundle holds
+        only the log of writes since the last completed checkpoint, and names the earlier
+        checkpoints it builds on (`shared_checkpoints`)."""
         rng = self.key_group_range
-        catalog = {
+        catalog: dict[str, Any] = {
             "format": NATIVE_FORMAT,
             "key_group_start": rng.start,
             "key_group_end": rng.end,
             "tables": {name: [t.kind, t._sid] for name, t in self._tables.items()},  # type: ignore[attr-defined]
         }
+        if self._changelog is None or checkpoint_id is None:
+            return self._materialize(catalog, None)
+        plan = self._changelog.plan(checkpoint_id)
+        catalog.update(checkpoint_id=checkpoint_id, chain=plan.chain)
+        if plan.materialize:
+            return self._materialize(catalog, checkpoint_id)
+        segments = plan.segments
+
+        def log_supplier() -> NativeStateBundle:
+            return NativeStateBundle(catalog, {NATIVE_CHANGELOG_FILE: encode_log(segments)}, checkpoint_id=checkpoint_id)
+
+        return log_supplier
+
+    def _materialize(self, catalog: dict[str, Any], checkpoint_id: int | None) -> Callable[[], NativeStateBundle]:
+        self._seq += 1
+        cp_dir = os.path.join(self._dir, f"snapshot-{self._seq}")
+        Checkpoint(self._db).create_checkpoint(cp_dir)
 
         def supplier() -> NativeStateBundle:
             try:
@@ -333,11 +391,25 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 for name in sorted(os.listdir(cp_dir)):
                     with open(os.path.join(cp_dir, name), "rb") as f:
                         files[name] = f.read()
-                return NativeStateBundle(catalog, files)
+                return NativeStateBundle(catalog, files, checkpoint_id=checkpoint_id)
             finally:
                 shutil.rmtree(cp_dir, ignore_errors=True)
 
         return supplier
+
+    def shared_checkpoints(self, checkpoint_id: int) -> list[int]:
+        """Earlier checkpoints whose state files checkpoint `checkpoint_id`'s state builds on."""
+        if self._changelog is None:
+            return []
+        return self._changelog.chain_of(checkpoint_id)[:-1]
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self._changelog is not None:
+            self._changelog.notify_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self._changelog is not None:
+            self._changelog.notify_aborted(checkpoint_id)
 
     def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
         """Synchronous part: a native RocksDB checkpoint (memtable flush + hard links), like Flink's.
@@ -409,7 +481,12 @@ def native_to_keyed(bundles: Sequence[NativeStateBundle], key_group_range: KeyGr
                     raise StateError(f"native RocksDB checkpoint holds a file name that is not plain: {name!r}")
                 with open(os.path.join(tmp, name), "wb") as f:
                     f.write(data)
-            view = Rdict(tmp, Options(raw_mode=True), access_type=AccessType.read_only())
+            if bundle.changelogs:  # an incremental checkpoint: its logs over the base, oldest first
+                view = Rdict(tmp, Options(raw_mode=True))
+                for blob in bundle.changelogs:
+                    _apply_log(view, blob)
+            else:
+                view = Rdict(tmp, Options(raw_mode=True), access_type=AccessType.read_only())
             try:
                 with gc_paused():
                     for name, (kind, sid) in cat["tables"].items():
@@ -422,3 +499,14 @@ def native_to_keyed(bundles: Sequence[NativeStateBundle], key_group_range: KeyGr
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _apply_log(db: Rdict, blob: bytes) -> None:
+    keys, values = decode_log(blob)
+    wb = WriteBatch(raw_mode=True)
+    for k, v in zip(keys, values):
+        if v is None:
+            wb.delete(k)
+        else:
+            wb.put(k, v)
+    db.write(wb)

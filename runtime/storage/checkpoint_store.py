@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.core.errors import ConfigurationError, StorageError
+from runtime.core.errors import ConfigurationError, SharedStateMissingError, StorageError
 from runtime.rpc.messages import StateFileHandle
 from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files
 from runtime.storage.state_files import (
@@ -26,7 +26,9 @@ from runtime.storage.state_files import (
     KIND_META,
     META_OPERATOR_ID,
     PARTITION_COLUMN,
+    checkpoint_of_path,
     is_metadata_file,
+    partition_dir,
     read_metadata,
     resolve_filesystem,
     write_metadata_file,
@@ -50,6 +52,9 @@ class CheckpointMetadata(BaseModel):
     completed_ms: int = 0
     is_savepoint: bool = False
     files: list[StateFileHandle]  # every task state file (paths relative to the table root)
+    # files of earlier checkpoints this one's state builds on (incremental checkpoints; Flink's
+    # shared state): they stay in the table while a retained checkpoint lists them
+    shared_files: list[str] = Field(default_factory=list)
     operator_files: dict[str, list[str]]  # operator_id -> files that hold rows of that operator
     committables: dict[str, list[bytes]]  # operator_id -> per subtask (subtask order) pickled committables
     parallelism: dict[str, int] = Field(default_factory=dict)  # operator_id -> parallelism when written
@@ -164,9 +169,14 @@ class CheckpointStore:
         if m.job_id != self.job_id:
             raise StorageError(f"{where}: metadata is of job {m.job_id!r}; this store keeps job {self.job_id!r}'s checkpoints")
         paths = {f.path for f in m.files}
-        for p in paths:
+        for p in paths | set(m.shared_files):
             if p.startswith("/") or "://" in p or ".." in p.split("/"):
                 raise StorageError(f"{where}: state file path {p!r} must be relative to the checkpoint table root {self.table_uri}")
+        own = partition_dir(m.checkpoint_id) + "/"
+        for p in m.shared_files:
+            if p.startswith(own) or checkpoint_of_path(p) is None:
+                raise StorageError(f"{where}: shared state file {p!r} is not a file of an earlier checkpoint")
+        paths |= set(m.shared_files)
         for op, files in m.operator_files.items():
             unknown = [p for p in files if p not in paths]
             if unknown:
@@ -183,6 +193,14 @@ class CheckpointStore:
         cid = metadata.checkpoint_id
         dt = self._table()
         before = -1 if dt is None else dt.version()
+        if metadata.shared_files:
+            live = {p for paths in (self._files_by_checkpoint(dt) if dt is not None else {}).values() for p in paths}
+            gone = [p for p in metadata.shared_files if p not in live]
+            if gone:  # retention removed a checkpoint this one builds on (a task heard of a completion late)
+                raise SharedStateMissingError(
+                    f"job {self.job_id}, checkpoint {cid}: builds on state file(s) no longer in {self.table_uri}: {gone[:3]}; "
+                    "the tasks take a full checkpoint next"
+                )
         if dt is not None:
             done = dt.transaction_version(self.app_id)
             if done is not None and done >= cid:
@@ -241,7 +259,9 @@ class CheckpointStore:
         files = self._files_by_checkpoint(dt)
         metas = self._metas(dt)
         checkpoints = sorted(cid for cid, path in metas.items() if not self._read_meta(path).is_savepoint)
-        subsumed = checkpoints[: -self.num_retained]
+        # a retained checkpoint keeps every earlier checkpoint whose files it builds on
+        needed = {c for cid in checkpoints[-self.num_retained:] for c in map(checkpoint_of_path, self._read_meta(metas[cid]).shared_files)}
+        subsumed = [cid for cid in checkpoints[: -self.num_retained] if cid not in needed]
         if not subsumed:
             return
         predicate = f"{PARTITION_COLUMN} IN ({', '.join(str(c) for c in subsumed)})"

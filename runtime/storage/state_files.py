@@ -35,7 +35,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runtime.core.gc_pause import gc_paused
-from runtime.core.checkpoint import KeyedSnapshot, NativeStateBundle, OperatorSnapshot, StateEntries, StateInitializationContext
+from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, OperatorSnapshot, StateEntries, StateInitializationContext
 from runtime.core.errors import StorageError
 from runtime.core.keygroups import KeyGroupRange
 from runtime.rpc.messages import StateFileHandle
@@ -50,6 +50,10 @@ KIND_UNION = "union"
 KIND_META = "meta"
 KIND_NATIVE = "native"  # a file of a backend's native checkpoint (value_bytes); state_name = file name
 NATIVE_CATALOG = "__catalog__"  # the native row whose value_bytes is the bundle's catalog (JSON)
+NATIVE_CHANGELOG = NATIVE_CHANGELOG_FILE  # an incremental checkpoint's log (runtime.state.changelog)
+# native rows of an incremental checkpoint carry the id of the checkpoint that wrote them in
+# key_long: a restore reads its chain (base + logs) out of several checkpoints' files
+NATIVE_COLUMNS = ["subtask", "state_name", "value_bytes", "key_long"]
 META_OPERATOR_ID = "__checkpoint__"  # reserved: the operator id of the one 'meta' row per checkpoint
 META_STATE_NAME = "metadata"
 LIST_STATE_KIND = "list"  # state_kind of operator and union list rows
@@ -91,6 +95,12 @@ _PARTITION_RE = re.compile(r"(?:^|/)checkpoint_id=(-?\d+)/")
 def partition_dir(checkpoint_id: int) -> str:
     """The table-relative directory of a checkpoint's files (its Delta partition)."""
     return f"{PARTITION_COLUMN}={int(checkpoint_id)}"
+
+
+def checkpoint_of_path(path: str) -> int | None:
+    """The checkpoint id of a table-relative file path (its partition), or None if it has none."""
+    m = _PARTITION_RE.search("/" + path.lstrip("/"))
+    return int(m.group(1)) if m else None
 
 
 def is_metadata_file(path: str) -> bool:
@@ -256,20 +266,48 @@ def _native_batch(op_id: str, bundle: NativeStateBundle, subtask_index: int, par
     cols["state_kind"] = pa.array([str(bundle.catalog.get("format"))] * n).dictionary_encode()
     cols["seq"] = pa.array(np.arange(n, dtype=np.int64))
     cols["value_bytes"] = pa.array(blobs, type=pa.binary())
+    if bundle.checkpoint_id is not None:
+        cols["key_long"] = pa.array(np.full(n, bundle.checkpoint_id, dtype=np.int64))
     return pa.RecordBatch.from_arrays([cols[f.name] for f in _WRITE_SCHEMA], schema=_WRITE_SCHEMA)
 
 
 def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
-    """The native bundles in rows with columns subtask, state_name, value_bytes (one per writer subtask)."""
-    by_subtask: dict[int, dict[str, bytes]] = {}
-    for sub, name, blob in zip(table.column("subtask").to_pylist(), table.column("state_name").to_pylist(), table.column("value_bytes").to_pylist()):
-        by_subtask.setdefault(int(sub), {})[str(name)] = blob
+    """The native bundles in rows with columns NATIVE_COLUMNS, one per writer subtask.
+
+    A subtask's rows from several checkpoints (an incremental chain) resolve through the newest
+    catalog: the base's files, then the logs of the chain's later checkpoints, oldest first.
+    """
+    cids = table.column("key_long").to_pylist() if "key_long" in table.column_names else [None] * table.num_rows
+    rows: dict[int, dict[int | None, dict[str, bytes]]] = {}
+    for sub, name, blob, cid in zip(table.column("subtask").to_pylist(), table.column("state_name").to_pylist(), table.column("value_bytes").to_pylist(), cids):
+        rows.setdefault(int(sub), {}).setdefault(cid, {})[str(name)] = blob
     out = []
-    for sub, files in sorted(by_subtask.items()):
-        catalog = files.pop(NATIVE_CATALOG, None)
-        if catalog is None:
+    for sub, by_checkpoint in sorted(rows.items()):
+        newest = max(by_checkpoint, key=lambda c: -1 if c is None else c)
+        files = dict(by_checkpoint[newest])
+        raw = files.pop(NATIVE_CATALOG, None)
+        if raw is None:
             raise StorageError(f"native state of subtask {sub} has no catalog row: the checkpoint is damaged")
-        out.append(NativeStateBundle(json.loads(catalog), files))
+        catalog = json.loads(raw)
+        chain = [int(c) for c in catalog.get("chain") or []]
+        if len(chain) <= 1:  # a full checkpoint: its own files
+            out.append(NativeStateBundle(catalog, files, checkpoint_id=newest))
+            continue
+
+        def rows_of(cid: int, sub: int = sub, by_checkpoint: dict = by_checkpoint) -> dict[str, bytes]:
+            found = by_checkpoint.get(cid)
+            if found is None:
+                raise StorageError(
+                    f"native state of subtask {sub} builds on checkpoint {cid} (chain {chain}), whose files are not among "
+                    "the checkpoint's files: the checkpoint is damaged"
+                )
+            return found
+
+        base = {n: b for n, b in rows_of(chain[0]).items() if n not in (NATIVE_CATALOG, NATIVE_CHANGELOG)}
+        logs = [rows_of(cid).get(NATIVE_CHANGELOG) for cid in chain[1:]]
+        if any(log is None for log in logs):
+            raise StorageError(f"native state of subtask {sub}: a checkpoint of chain {chain} has no log row: the checkpoint is damaged")
+        out.append(NativeStateBundle(catalog, base, checkpoint_id=newest, changelogs=logs))  # type: ignore[arg-type]
     return out
 
 
@@ -349,8 +387,8 @@ def read_metadata(path: str) -> bytes:
 
 # --- reading ---------------------------------------------------------------------------------
 def _checkpoint_of(rel_path: str) -> str:
-    m = _PARTITION_RE.search("/" + rel_path)
-    return m.group(1) if m else "?"
+    cid = checkpoint_of_path(rel_path)
+    return "?" if cid is None else str(cid)
 
 
 def _open_dataset(checkpoint_dir: str, files: list[str], operator_id: str) -> ds.Dataset:
@@ -478,7 +516,7 @@ def read_operator_state(
     dataset = _open_dataset(checkpoint_dir, list(dict.fromkeys(files)), operator_id)
     f = pc.field
     mine = f("operator_id") == operator_id
-    where = f"operator {operator_id!r} from checkpoint {_checkpoint_of(files[0])} under {checkpoint_dir}"
+    where = f"operator {operator_id!r} from checkpoint {_checkpoint_of(max(files, key=lambda p: checkpoint_of_path(p) or 0))} under {checkpoint_dir}"
     try:
         # two scans, each skipping row groups by statistics: this subtask's key groups, and all list state
         keyed = dataset.to_table(
@@ -486,7 +524,7 @@ def read_operator_state(
             columns=_KEYED_COLUMNS,
         )
         lists = dataset.to_table(filter=mine & f("kind").isin([KIND_OPERATOR, KIND_UNION]), columns=_LIST_COLUMNS)
-        native = dataset.to_table(filter=mine & (f("kind") == KIND_NATIVE), columns=["subtask", "state_name", "value_bytes"])
+        native = dataset.to_table(filter=mine & (f("kind") == KIND_NATIVE), columns=NATIVE_COLUMNS)
     except Exception as e:  # noqa: BLE001 - damaged or foreign files
         raise StorageError(f"reading state of {where} failed: {e}") from e
     ctx.native = native_bundles(native) if native.num_rows else []

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from runtime.core.errors import StorageError
 from runtime.storage import state_columns as columns
 from runtime.storage.checkpoint_store import CheckpointMetadata, CheckpointStore
-from runtime.storage.state_files import KIND_KEYED, KIND_NATIVE, NATIVE_CATALOG, _build_table, _open_dataset, native_bundles
+from runtime.storage.state_files import KIND_KEYED, KIND_NATIVE, NATIVE_CATALOG, NATIVE_COLUMNS, _build_table, _open_dataset, native_bundles
 
 PHYSICAL = {prefix: [f"{prefix}_{s}" for s in columns.SUFFIXES] for prefix in ("key", "namespace", "value")}
 
@@ -104,7 +104,7 @@ def read_keyed_state(path: str, operator_id: str, state_name: str | None = None,
     dataset = _open_dataset(path, list(files), operator_id)
     names = set(dataset.schema.names)
     table = dataset.to_table(filter=where, columns=[c for c in wanted if c in names])
-    native = dataset.to_table(filter=(f("operator_id") == operator_id) & (f("kind") == KIND_NATIVE), columns=["subtask", "state_name", "value_bytes"])
+    native = dataset.to_table(filter=(f("operator_id") == operator_id) & (f("kind") == KIND_NATIVE), columns=NATIVE_COLUMNS)
     if native.num_rows:  # a native RocksDB checkpoint: decoded into the canonical rows
         decoded = _canonical_rows(native, operator_id, meta.max_parallelism.get(operator_id), state_name).select(table.column_names)
         table = pa.concat_tables([table, decoded.cast(table.schema)])

@@ -60,6 +60,10 @@ _POLL_CAP_S = 0.05
 SNAPSHOT_ASYNC_MODE_KEY = "state.snapshot.async-mode"
 
 
+class SharedStateUnknownError(MillraceError):
+    """An incremental checkpoint names an earlier checkpoint whose state file this task never wrote or forgot."""
+
+
 class TaskCanceledError(MillraceError):
     pass
 
@@ -134,6 +138,9 @@ class Task:
         self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
         self._barrier_handler: Any = None
         self._snapshot_writers: set[int] = set()  # pids of forked snapshot writers still running
+        # checkpoint id -> the state file this task wrote for it (snapshot thread only): incremental
+        # checkpoints name earlier ones they build on, and the JobMaster needs their paths
+        self._state_file_paths: dict[int, str] = {}
         # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
@@ -518,6 +525,12 @@ class Task:
                     snapshots[spec.operator_id] = snap
         for w in self._writers:
             w.broadcast_event(barrier)  # records before the barrier are flushed before it
+        try:
+            shared = self._shared_files(barrier.checkpoint_id, snapshots)
+        except SharedStateUnknownError as e:  # not a failure of the job's state: the next checkpoint is full
+            self.log.warning("%s", e)
+            self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask}: {e}", counts_as_failure=False)
+            return
         # fork here, on the task thread, so the child's copy-on-write image is a consistent state
         try:
             child = self._fork_snapshot_writer(barrier.checkpoint_id, snapshots, state_dir) if fork else None
@@ -530,7 +543,7 @@ class Task:
         if self._snapshot_thread is None:
             self._snapshot_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{self.tdd.task_name_with_subtask}")
         start_delay_ms = max(0, since_trigger_ms - alignment_ms)  # until the first barrier arrived
-        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, state_dir, sync_ms, alignment_ms, child, start_delay_ms)
+        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, state_dir, sync_ms, alignment_ms, child, start_delay_ms, shared)
 
     @property
     def _fork_snapshots(self) -> bool:
@@ -633,7 +646,7 @@ class Task:
 
     def _write_and_acknowledge(
         self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], state_dir: str | None, sync_ms: int, alignment_ms: int,
-        child: tuple[int, int] | None = None, start_delay_ms: int = 0,
+        child: tuple[int, int] | None = None, start_delay_ms: int = 0, shared: dict[str, list[str]] | None = None,
     ) -> None:
         """Snapshot thread: serialise and write the state file, then acknowledge (or decline) to the JobMaster."""
         tdd = self.tdd
@@ -642,6 +655,7 @@ class Task:
             committables = {op: cloudpickle.dumps(s.committables) for op, s in snapshots.items() if s.committables is not None}
             files = []
             stateful = {op: s for op, s in snapshots.items() if s.keyed or s.operator_lists or s.union_lists or s.native is not None}
+            shared = shared or {}
             if child is not None:
                 handle = self._await_snapshot_writer(child)
                 if handle is not None:
@@ -654,9 +668,11 @@ class Task:
                 handle = write_state_file(state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful, batch_rows=THREAD_BATCH_ROWS)
                 if handle is not None:
                     files.append(handle)
+            if files and state_dir == tdd.checkpoint_dir:
+                self._remember_state_file(checkpoint_id, files[0].path, shared)
             ack = AcknowledgeCheckpoint(
                 job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id,
-                state=TaskStateSnapshot(files=files, committables=committables),
+                state=TaskStateSnapshot(files=files, committables=committables, shared_files=shared),
                 sync_ms=sync_ms, async_ms=int((time.monotonic() - t0) * 1000), alignment_ms=alignment_ms,
                 start_delay_ms=start_delay_ms,
             )
@@ -669,6 +685,31 @@ class Task:
                 self.checkpoint_response(ack)
             except Exception as e:  # noqa: BLE001 - the JobMaster aborts the checkpoint by timeout then
                 self.log.warning("checkpoint %d: acknowledgement failed: %s", checkpoint_id, e)
+
+    def _shared_files(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot]) -> dict[str, list[str]]:
+        """Task thread, before the snapshot is written: the paths of the earlier state files each
+        operator's snapshot builds on (recorded by the snapshot thread, which acknowledged them
+        before the checkpoint they belong to could complete, so before this one was triggered)."""
+        out: dict[str, list[str]] = {}
+        for op, snap in snapshots.items():
+            if not snap.shared_checkpoints:
+                continue
+            missing = [c for c in snap.shared_checkpoints if c not in self._state_file_paths]
+            if missing:  # e.g. a late notification named a chain this attempt no longer tracks
+                raise SharedStateUnknownError(
+                    f"checkpoint {checkpoint_id} of operator {op!r} builds on checkpoint(s) {missing}, whose state files "
+                    f"this task does not know; the next checkpoint is a full one"
+                )
+            out[op] = [self._state_file_paths[c] for c in snap.shared_checkpoints]
+        return out
+
+    def _remember_state_file(self, checkpoint_id: int, path: str, shared: dict[str, list[str]]) -> None:
+        """Keep the paths a later incremental checkpoint may name; those older than every chain in use go."""
+        self._state_file_paths[checkpoint_id] = path
+        in_use = {path, *(p for paths in shared.values() for p in paths)}
+        floor = min(c for c, p in self._state_file_paths.items() if p in in_use)
+        for c in [c for c in self._state_file_paths if c < floor]:
+            del self._state_file_paths[c]
 
     def _decline(self, checkpoint_id: int, reason: str, counts_as_failure: bool = True) -> None:
         if self.checkpoint_response is None:

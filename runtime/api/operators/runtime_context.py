@@ -22,6 +22,7 @@ from runtime.api.operators.base import OperatorContext, StreamOperator
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext, snapshot_is_canonical
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
 from runtime.state.backend import TIMER_KIND
+from runtime.state.changelog import ChangelogOptions
 from runtime.state.timers import InternalTimerService, Triggerable
 
 STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
@@ -126,7 +127,8 @@ class AbstractKeyedOperator(StreamOperator):
                 break
         op_id = f"{ctx.uid or ctx.node_id}-{ctx.subtask_index}"
         self.keyed_state_backend = create_keyed_state_backend(
-            kind, ctx.key_group_range, ctx.max_parallelism, op_id, local_dir=ctx.config.get(ROCKSDB_LOCAL_DIR_KEY)
+            kind, ctx.key_group_range, ctx.max_parallelism, op_id, local_dir=ctx.config.get(ROCKSDB_LOCAL_DIR_KEY),
+            changelog=ChangelogOptions.from_config(ctx.config),
         )
         self.runtime_context = StreamingRuntimeContext(ctx, self.keyed_state_backend)
 
@@ -209,7 +211,9 @@ class AbstractKeyedOperator(StreamOperator):
         """Keyed state and timers of this subtask: pinned now, entries built by the supplier."""
         assert self.keyed_state_backend is not None
         # checkpoints in the backend's own format where it has one (RocksDB); savepoints canonical
-        native = None if snapshot_is_canonical() else self.keyed_state_backend.snapshot_native_sync()
+        backend = self.keyed_state_backend
+        native = None if snapshot_is_canonical() else backend.snapshot_native_sync(checkpoint_id)
+        shared = backend.shared_checkpoints(checkpoint_id) if native is not None else []
         parts = ([] if native is not None else [self.keyed_state_backend.snapshot_sync()]) + [
             svc.snapshot_sync() for svc in self._timer_services.values()
         ]
@@ -221,7 +225,15 @@ class AbstractKeyedOperator(StreamOperator):
                     out.setdefault(kg, {}).update(states)
             return out
 
-        return OperatorSnapshot(keyed=keyed, native=native)
+        return OperatorSnapshot(keyed=keyed, native=native, shared_checkpoints=shared)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.keyed_state_backend is not None:
+            self.keyed_state_backend.notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.keyed_state_backend is not None:
+            self.keyed_state_backend.notify_checkpoint_aborted(checkpoint_id)
 
     def initialize_state(self, context: StateInitializationContext) -> None:
         """Restore keyed state and timers of the key groups this subtask owns (after setup, before open).

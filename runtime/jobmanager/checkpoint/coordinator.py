@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
-from runtime.core.errors import CheckpointError
+from runtime.core.errors import CheckpointError, SharedStateMissingError
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.stats import CheckpointStatsTracker
 from runtime.rpc import messages as m
@@ -257,7 +257,10 @@ class CheckpointCoordinator:
                 await self._run_io(self.store.add, metadata)
         except Exception as e:  # noqa: BLE001 - the checkpoint does not exist; its files go
             self._log(logging.WARNING, "completing %s %d failed: %s", kind, p.checkpoint_id, e)
-            await self._discard(p, f"{kind} {p.checkpoint_id} could not be committed to Delta: {e}", count_failure=p.savepoint is None)
+            # a checkpoint built on removed shared state is not a storage failure: the abort makes
+            # the tasks take a full one next
+            counts = p.savepoint is None and not isinstance(e, SharedStateMissingError)
+            await self._discard(p, f"{kind} {p.checkpoint_id} could not be committed to Delta: {e}", count_failure=counts)
             return
         if self.pending is p:
             self.pending = None

@@ -24,6 +24,7 @@ class CompletedCheckpointStore:
         committables: dict[str, dict[int, bytes]] = {}
         parallelism: dict[str, int] = {}
         max_parallelism: dict[str, int] = {}
+        shared: list[str] = []
         for attempt, ack in pending.acks.items():
             task = pending.tasks[attempt]
             for op in task.operator_ids:
@@ -33,6 +34,9 @@ class CompletedCheckpointStore:
                 files.append(f)
                 for op in f.operator_ids:
                     operator_files.setdefault(op, []).append(f.path)
+            for op, paths in ack.state.shared_files.items():  # earlier checkpoints' files the state builds on
+                operator_files.setdefault(op, []).extend(paths)
+                shared.extend(paths)
             for op, blob in ack.state.committables.items():
                 committables.setdefault(op, {})[task.subtask_index] = blob
         return CheckpointMetadata(
@@ -41,7 +45,8 @@ class CompletedCheckpointStore:
             timestamp_ms=pending.timestamp_ms,
             completed_ms=int(now * 1000),
             files=files,
-            operator_files={op: sorted(paths) for op, paths in operator_files.items()},
+            shared_files=sorted(set(shared)),
+            operator_files={op: sorted(set(paths)) for op, paths in operator_files.items()},
             committables={op: [by_subtask[i] for i in sorted(by_subtask)] for op, by_subtask in committables.items()},
             parallelism=parallelism,
             max_parallelism=max_parallelism,

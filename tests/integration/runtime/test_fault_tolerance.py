@@ -285,13 +285,18 @@ class FailOnceAt:
         return r
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb", "rocksdb-incremental"])
 def test_keyed_state_is_restored_after_a_failure_with_either_backend(mini_cluster: MiniCluster, tmp_path: Path, backend: str) -> None:
     from deltalake import DeltaTable
 
+    from runtime.storage.checkpoint_store import CheckpointStore
+
     n, keys = 20_000, 50
     conf = Configuration()
-    conf.set_string("state.backend.type", backend)
+    conf.set_string("state.backend.type", backend.split("-")[0])
+    if backend == "rocksdb-incremental":  # a changelog, materialized every second: restores replay chains
+        conf.set_string("state.backend.incremental", "true")
+        conf.set_string("state.changelog.periodic-materialize.interval", "1 s")
     env = env_with_checkpoints(tmp_path, 2, conf=conf)
     source = DataGeneratorSource(lambda i: (i % keys, i), n, rate_limiter_strategy=RateLimiterStrategy.per_second(8_000))
     (
@@ -303,8 +308,12 @@ def test_keyed_state_is_restored_after_a_failure_with_either_backend(mini_cluste
         .map(lambda r: {"key": r[0], "sum": r[1]})
         .sink_to(DeltaSink(str(tmp_path / "out")))
     )
-    result = mini_cluster.submit(env.get_job_graph("keyed-restore")).get_job_execution_result(timeout=120)
+    client = mini_cluster.submit(env.get_job_graph("keyed-restore"))
+    result = client.get_job_execution_result(timeout=120)
     assert result.status is JobStatus.FINISHED and result.accumulators["restarts"] >= 1
+    if backend == "rocksdb-incremental":  # the latest checkpoint builds on earlier ones, which are kept
+        latest = CheckpointStore(str(tmp_path / "checkpoints" / client.job_id), client.job_id).latest()
+        assert latest is not None and latest.shared_files, latest
     table = DeltaTable(str(tmp_path / "out")).to_pyarrow_table()
     per_key: dict[int, list[int]] = {}
     for k, s in zip(table.column("key").to_pylist(), table.column("sum").to_pylist()):

@@ -1,0 +1,203 @@
+"""Incremental checkpoints of a keyed state backend: a changelog of its writes plus periodic
+materialization (Flink's changelog state backend, FLIP-158, `state.changelog.*`).
+
+Why: a native RocksDB checkpoint must flush the memtable. Measured (benchmarks/checkpoints.py,
+1M keys, a checkpoint every 2 s): the flush alone costs 19 % of throughput (reads then go to SST
+files and level-0 compactions follow), copying the files ~2 % more. With a changelog, most
+checkpoints write only the entries changed since the last *completed* checkpoint; RocksDB is
+materialized (flushed and copied) only every `periodic-materialize.interval` or when the log since
+the last materialization outgrows `max-log-size` (which bounds what a restore replays).
+
+A checkpoint's state is then a chain: the materialized base (its own checkpoint) and the logs of
+the completed checkpoints after it, each holding what changed since the one before. Earlier links
+live in earlier checkpoints' files (Flink's shared state): the task reports them, the checkpoint
+metadata lists them, and retention keeps every checkpoint a retained one refers to.
+
+This module is the bookkeeping only (no RocksDB): which writes are logged, what a checkpoint
+writes, when to materialize, and what a completion or an abort changes. Keys and values are the
+backend's raw bytes; a logged None is a delete.
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runtime.core.errors import ConfigurationError
+
+CHANGELOG_ENABLED_KEY = "state.changelog.enabled"  # Flink's key
+MATERIALIZE_INTERVAL_KEY = "state.changelog.periodic-materialize.interval"  # Flink's key (default 10 min)
+MAX_LOG_SIZE_KEY = "state.changelog.max-log-size"  # Millrace: bounds a restore's replay
+INCREMENTAL_KEY = "state.backend.incremental"  # Flink's RocksDB switch: incremental checkpoints, here by changelog
+
+_SIZE_SAMPLE = 64  # entries sampled to estimate a segment's bytes (summing every entry would cost the task thread)
+
+
+def _truthy(raw: str | None) -> bool:
+    return (raw or "").strip().lower() in ("true", "1", "yes", "on")
+
+
+def _parse_size(key: str, raw: str) -> int:
+    text = raw.strip().lower().replace(" ", "")
+    units = {"kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30, "b": 1, "": 1}
+    for suffix in sorted(units, key=len, reverse=True):
+        if text.endswith(suffix) and text[: len(text) - len(suffix)].replace(".", "", 1).isdigit():
+            return int(float(text[: len(text) - len(suffix)]) * units[suffix])
+    raise ConfigurationError(f"{key}: {raw!r} is not a size (e.g. '64 mb', '1 gb' or a number of bytes)")
+
+
+class ChangelogOptions(BaseModel):
+    """How a backend checkpoints incrementally (read from the job's configuration)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = False
+    materialize_interval_ms: int = Field(default=10 * 60 * 1000, gt=0)
+    max_log_bytes: int = Field(default=64 << 20, gt=0)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> "ChangelogOptions":
+        from runtime.core.durations import parse_duration_ms
+
+        enabled = _truthy(config.get(CHANGELOG_ENABLED_KEY)) or _truthy(config.get(INCREMENTAL_KEY))
+        kwargs: dict[str, int | bool] = {"enabled": enabled}
+        raw = config.get(MATERIALIZE_INTERVAL_KEY)
+        if raw:
+            try:
+                kwargs["materialize_interval_ms"] = parse_duration_ms(raw)
+            except Exception as e:  # noqa: BLE001
+                raise ConfigurationError(f"{MATERIALIZE_INTERVAL_KEY}: {raw!r} is not a duration (e.g. '10 min')") from e
+        raw = config.get(MAX_LOG_SIZE_KEY)
+        if raw:
+            kwargs["max_log_bytes"] = _parse_size(MAX_LOG_SIZE_KEY, raw)
+        try:
+            return cls(**kwargs)  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - pydantic's message names the field
+            raise ConfigurationError(f"state.changelog settings are not valid: {e}") from e
+
+
+def encode_log(segments: list[dict[bytes, bytes | None]]) -> bytes:
+    """The segments (oldest first) merged, last write wins, as Arrow IPC (key, value; null = delete)."""
+    import pyarrow as pa  # here: importing runtime.state stays cheap for TaskManagers that never log
+
+    merged: dict[bytes, bytes | None] = {}
+    for seg in segments:
+        merged.update(seg)
+    schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
+    table = pa.table([pa.array(list(merged), type=pa.binary()), pa.array(list(merged.values()), type=pa.binary())], schema=schema)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def decode_log(blob: bytes) -> tuple[list[bytes], list[bytes | None]]:
+    """Keys and values (None: deleted) of one encoded log."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(blob).read_all()
+    return table.column("key").to_pylist(), table.column("value").to_pylist()
+
+
+def _estimate_bytes(segment: dict[bytes, bytes | None]) -> int:
+    if not segment:
+        return 0
+    sample = list(itertools.islice(segment.items(), _SIZE_SAMPLE))
+    per_entry = sum(len(k) + (len(v) if v is not None else 0) for k, v in sample) / len(sample)
+    return int(per_entry * len(segment))
+
+
+@dataclass
+class _Snapshot:
+    """A checkpoint this backend took and has not heard completed yet."""
+
+    checkpoint_id: int
+    segment: dict[bytes, bytes | None]  # the writes between the previous snapshot and this one
+    chain: list[int]  # the checkpoints whose state files this one needs, base first, itself last
+    log_bytes: int  # estimated log bytes since the base, this checkpoint included
+
+
+@dataclass
+class ChangelogPlan:
+    """What one checkpoint writes: the base (materialize) or the log of `segments`, and its chain."""
+
+    checkpoint_id: int
+    materialize: bool
+    chain: list[int]
+    segments: list[dict[bytes, bytes | None]] = field(default_factory=list)
+
+    @property
+    def base(self) -> int:
+        return self.chain[0]
+
+
+class StateChangelog:
+    """Changelog bookkeeping of one backend; every call is on the task thread.
+
+    `log` is the dict writes go into (None: not logging, i.e. before the first materialization,
+    when nothing needs it). After `plan`, the writes since the last completed checkpoint are in
+    the unconfirmed snapshots' segments: a checkpoint that is aborted keeps its segment, and the
+    next checkpoint writes it again; a completed one drops every segment up to it.
+    """
+
+    def __init__(self, options: ChangelogOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options
+        self.clock = clock
+        self.log: dict[bytes, bytes | None] | None = None
+        self._unconfirmed: list[_Snapshot] = []
+        self._confirmed_chain: list[int] | None = None
+        self._confirmed_log_bytes = 0
+        self._base_time = 0.0
+        self._force_materialize = False
+
+    def plan(self, checkpoint_id: int) -> ChangelogPlan:
+        """The sync part of checkpoint `checkpoint_id`: close the current segment and decide."""
+        segment = self.log if self.log is not None else {}
+        self.log = {}
+        pending = [s.segment for s in self._unconfirmed] + [segment]
+        log_bytes = self._confirmed_log_bytes + sum(_estimate_bytes(s) for s in pending)
+        materialize = (
+            self._confirmed_chain is None
+            or self._force_materialize
+            or self.clock() - self._base_time >= self.options.materialize_interval_ms / 1000.0
+            or log_bytes >= self.options.max_log_bytes
+        )
+        if materialize:
+            chain, log_bytes, pending = [checkpoint_id], 0, []
+        else:
+            assert self._confirmed_chain is not None
+            chain = [*self._confirmed_chain, checkpoint_id]
+        self._unconfirmed.append(_Snapshot(checkpoint_id, segment, chain, log_bytes))
+        if materialize:
+            self._force_materialize = False
+        return ChangelogPlan(checkpoint_id, materialize, chain, pending)
+
+    def notify_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` is durable: later checkpoints build on its chain."""
+        done = next((s for s in self._unconfirmed if s.checkpoint_id == checkpoint_id), None)
+        if done is None:  # a savepoint (canonical) or a checkpoint of another attempt: nothing of ours
+            return
+        if done.chain[0] == checkpoint_id:
+            self._base_time = self.clock()
+        self._confirmed_chain = done.chain
+        self._confirmed_log_bytes = done.log_bytes
+        self._unconfirmed = [s for s in self._unconfirmed if s.checkpoint_id > checkpoint_id]
+
+    def notify_aborted(self, checkpoint_id: int) -> None:
+        """An aborted checkpoint's writes stay pending (the next one writes them); it may have been
+        aborted because its chain was gone (retention, a lost notification), so materialize next."""
+        if any(s.checkpoint_id == checkpoint_id for s in self._unconfirmed):
+            self._force_materialize = True
+
+    def chain_of(self, checkpoint_id: int) -> list[int]:
+        """The chain of a checkpoint planned and not yet confirmed ([] if there is none)."""
+        snap = next((s for s in self._unconfirmed if s.checkpoint_id == checkpoint_id), None)
+        return [] if snap is None else list(snap.chain)
+
+    @property
+    def confirmed_chain(self) -> list[int] | None:
+        return self._confirmed_chain
