@@ -36,12 +36,17 @@ from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
 
 
+CHANGELOG_OPTIONS: dict[str, str] = {}  # --changelog KEY=VALUE (state.changelog.*) for rocksdb-incremental
+
+
 def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms: int, checkpoint_dir: str, mode: str = "fork") -> dict[str, Any]:
     conf = Configuration()
     kind, _, variant = backend.partition("-")
     conf.set_string("state.backend.type", kind)
     if variant == "incremental":  # changelog + periodic materialization (runtime.state.changelog), Flink's defaults
         conf.set_string("state.backend.incremental", "true")
+        for key, value in CHANGELOG_OPTIONS.items():
+            conf.set_string(key, value)
     conf.set_string("state.snapshot.async-mode", mode)
     conf.set_string("state.checkpoints.dir", checkpoint_dir)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -93,7 +98,10 @@ def main() -> None:
                         help="state backends; rocksdb-incremental: rocksdb with state.backend.incremental (changelog)")
     parser.add_argument("--modes", default="fork,thread", help="state.snapshot.async-mode values to compare")
     parser.add_argument("--provider", choices=["local", "spark"], default="local")
+    parser.add_argument("--changelog", action="append", default=[], metavar="KEY=VALUE",
+                        help="a state.changelog.* setting for rocksdb-incremental, e.g. state.changelog.max-log-size=256mb")
     args = parser.parse_args()
+    CHANGELOG_OPTIONS.update(kv.split("=", 1) for kv in args.changelog)
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp, bench_cluster(args.provider, "millrace-checkpoint-bench") as cluster:
         for backend in args.backends.split(","):

@@ -57,7 +57,7 @@ class ChangelogOptions(BaseModel):
 
     enabled: bool = False
     materialize_interval_ms: int = Field(default=10 * 60 * 1000, gt=0)
-    max_log_bytes: int = Field(default=64 << 20, gt=0)
+    max_log_bytes: int = Field(default=256 << 20, gt=0)
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> "ChangelogOptions":
@@ -80,13 +80,16 @@ class ChangelogOptions(BaseModel):
             raise ConfigurationError(f"state.changelog settings are not valid: {e}") from e
 
 
-def encode_log(segments: list[dict[bytes, bytes | None]]) -> bytes:
+Segment = tuple[list[bytes], list["bytes | None"]]  # keys and values in write order (None: a delete)
+
+
+def encode_log(segments: list[Segment]) -> bytes:
     """The segments (oldest first) merged, last write wins, as Arrow IPC (key, value; null = delete)."""
     import pyarrow as pa  # here: importing runtime.state stays cheap for TaskManagers that never log
 
     merged: dict[bytes, bytes | None] = {}
-    for seg in segments:
-        merged.update(seg)
+    for keys, values in segments:
+        merged.update(zip(keys, values))
     schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
     table = pa.table([pa.array(list(merged), type=pa.binary()), pa.array(list(merged.values()), type=pa.binary())], schema=schema)
     sink = io.BytesIO()
@@ -97,18 +100,32 @@ def encode_log(segments: list[dict[bytes, bytes | None]]) -> bytes:
 
 def decode_log(blob: bytes) -> tuple[list[bytes], list[bytes | None]]:
     """Keys and values (None: deleted) of one encoded log."""
+    return merge_logs([blob])
+
+
+def merge_logs(blobs: list[bytes]) -> tuple[list[bytes], list[bytes | None]]:
+    """The last write of each key over a chain's logs (oldest first): a restore applies each key
+    once (measured: 58 logs of 270k writes each over 1M keys replayed one by one took 13 s)."""
     import pyarrow as pa
 
-    table = pa.ipc.open_stream(blob).read_all()
+    if not blobs:
+        return [], []
+    table = pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in blobs])
+    if len(blobs) > 1:
+        table = table.append_column("i", pa.array(range(table.num_rows), type=pa.int64()))
+        last = table.group_by("key", use_threads=False).aggregate([("i", "max")]).column("i_max")
+        table = table.take(last)
     return table.column("key").to_pylist(), table.column("value").to_pylist()
 
 
-def _estimate_bytes(segment: dict[bytes, bytes | None]) -> int:
-    if not segment:
+def _estimate_bytes(segment: Segment) -> int:
+    """Bytes the segment adds to a log (writes of one key repeated within it counted each time)."""
+    keys, values = segment
+    if not keys:
         return 0
-    sample = list(itertools.islice(segment.items(), _SIZE_SAMPLE))
+    sample = list(itertools.islice(zip(keys, values), _SIZE_SAMPLE))
     per_entry = sum(len(k) + (len(v) if v is not None else 0) for k, v in sample) / len(sample)
-    return int(per_entry * len(segment))
+    return int(per_entry * len(keys))
 
 
 @dataclass
@@ -116,7 +133,7 @@ class _Snapshot:
     """A checkpoint this backend took and has not heard completed yet."""
 
     checkpoint_id: int
-    segment: dict[bytes, bytes | None]  # the writes between the previous snapshot and this one
+    segment: Segment  # the writes between the previous snapshot and this one
     chain: list[int]  # the checkpoints whose state files this one needs, base first, itself last
     log_bytes: int  # estimated log bytes since the base, this checkpoint included
 
@@ -128,7 +145,7 @@ class ChangelogPlan:
     checkpoint_id: int
     materialize: bool
     chain: list[int]
-    segments: list[dict[bytes, bytes | None]] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
 
     @property
     def base(self) -> int:
@@ -138,8 +155,9 @@ class ChangelogPlan:
 class StateChangelog:
     """Changelog bookkeeping of one backend; every call is on the task thread.
 
-    `log` is the dict writes go into (None: not logging, i.e. before the first materialization,
-    when nothing needs it). After `plan`, the writes since the last completed checkpoint are in
+    Writes are appended to `keys` / `values` while `logging` (two lists: measured, appending costs
+    half what a dict keyed by entry costs on the per-record path; the writer merges them, last write
+    wins). Not logging before the first plan: the first checkpoint materializes. After `plan`, the writes since the last completed checkpoint are in
     the unconfirmed snapshots' segments: a checkpoint that is aborted keeps its segment, and the
     next checkpoint writes it again; a completed one drops every segment up to it.
     """
@@ -147,7 +165,9 @@ class StateChangelog:
     def __init__(self, options: ChangelogOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self.clock = clock
-        self.log: dict[bytes, bytes | None] | None = None
+        self.logging = False
+        self.keys: list[bytes] = []
+        self.values: list[bytes | None] = []
         self._unconfirmed: list[_Snapshot] = []
         self._confirmed_chain: list[int] | None = None
         self._confirmed_log_bytes = 0
@@ -156,8 +176,8 @@ class StateChangelog:
 
     def plan(self, checkpoint_id: int) -> ChangelogPlan:
         """The sync part of checkpoint `checkpoint_id`: close the current segment and decide."""
-        segment = self.log if self.log is not None else {}
-        self.log = {}
+        segment: Segment = (self.keys, self.values)
+        self.keys, self.values, self.logging = [], [], True
         pending = [s.segment for s in self._unconfirmed] + [segment]
         log_bytes = self._confirmed_log_bytes + sum(_estimate_bytes(s) for s in pending)
         materialize = (

@@ -28,7 +28,7 @@ from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, Native
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
-from runtime.state.changelog import ChangelogOptions, StateChangelog, decode_log, encode_log
+from runtime.state.changelog import ChangelogOptions, StateChangelog, encode_log, merge_logs
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_value
 
 _HDR = struct.Struct(">HH")
@@ -144,26 +144,31 @@ class RocksDBStateTable(StateTable):
     def _set(self, k: bytes, v: bytes) -> None:
         self._db[k] = v
         c = self._b._changelog
-        if c is not None and c.log is not None:
-            c.log[k] = v
+        if c is not None and c.logging:
+            c.keys.append(k)
+            c.values.append(v)
 
     def _del(self, k: bytes) -> None:
         self._db.delete(k)
         c = self._b._changelog
-        if c is not None and c.log is not None:
-            c.log[k] = None
+        if c is not None and c.logging:
+            c.keys.append(k)
+            c.values.append(None)
 
     def _log_prefix_deleted(self, prefix: bytes) -> None:
         """Before a range delete: log a delete of each entry in it (a log holds point writes only)."""
         c = self._b._changelog
-        if c is not None and c.log is not None:
+        if c is not None and c.logging:
             for k, _ in self._scan(prefix):
-                c.log[k] = None
+                c.keys.append(k)
+                c.values.append(None)
 
     def _log_puts(self, puts: list[tuple[bytes, bytes]]) -> None:
         c = self._b._changelog
-        if c is not None and c.log is not None:
-            c.log.update(puts)
+        if c is not None and c.logging:
+            for k, v in puts:
+                c.keys.append(k)
+                c.values.append(v)
 
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
@@ -282,7 +287,7 @@ class RocksDBStateTable(StateTable):
         """A restore's bulk load. Restores run before the first checkpoint, when no changelog is
         kept yet (the first checkpoint materializes); one kept later gets the writes one by one."""
         c = self._b._changelog
-        if c is not None and c.log is not None:
+        if c is not None and c.logging:
             for key, ns, value in entries:
                 self.put(kg, key, ns, value)
             return
@@ -481,10 +486,9 @@ def native_to_keyed(bundles: Sequence[NativeStateBundle], key_group_range: KeyGr
                     raise StateError(f"native RocksDB checkpoint holds a file name that is not plain: {name!r}")
                 with open(os.path.join(tmp, name), "wb") as f:
                     f.write(data)
-            if bundle.changelogs:  # an incremental checkpoint: its logs over the base, oldest first
+            if bundle.changelogs:  # an incremental checkpoint: its logs over the base (each key's last write)
                 view = Rdict(tmp, Options(raw_mode=True))
-                for blob in bundle.changelogs:
-                    _apply_log(view, blob)
+                _apply_log(view, bundle.changelogs)
             else:
                 view = Rdict(tmp, Options(raw_mode=True), access_type=AccessType.read_only())
             try:
@@ -501,8 +505,8 @@ def native_to_keyed(bundles: Sequence[NativeStateBundle], key_group_range: KeyGr
     return out
 
 
-def _apply_log(db: Rdict, blob: bytes) -> None:
-    keys, values = decode_log(blob)
+def _apply_log(db: Rdict, blobs: list[bytes]) -> None:
+    keys, values = merge_logs(blobs)
     wb = WriteBatch(raw_mode=True)
     for k, v in zip(keys, values):
         if v is None:

@@ -108,8 +108,9 @@ class HashMapStateBackend(StateBackend):
 class EmbeddedRocksDBStateBackend(StateBackend):
     """State in an embedded RocksDB (rocksdict) on the TaskManager's disk (state.backend.type: rocksdb).
 
-    `enable_incremental_checkpointing` is recorded (state.backend.incremental); Millrace snapshots
-    RocksDB state per key group in full.
+    `enable_incremental_checkpointing` (state.backend.incremental): checkpoints write a changelog of
+    the writes since the last completed checkpoint over a periodically materialized native
+    checkpoint (runtime.state.changelog); off: every checkpoint is a full native RocksDB one.
     """
 
     TYPE = "rocksdb"

@@ -229,6 +229,16 @@ class StreamExecutionEnvironment:
         """The configured state backend, or None (then hashmap)."""
         return state_backend_from_config(self._config)
 
+    def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
+        """Incremental checkpoints by a changelog over periodic materialization (state.changelog.enabled;
+        the RocksDB backend: see docs/fault_tolerance.md)."""
+        self._config.set_boolean("state.changelog.enabled", bool(enabled))
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool | None:
+        """PyFlink: None when never set (then the cluster's default, off)."""
+        return self._config.get_boolean("state.changelog.enabled") if "state.changelog.enabled" in self._config else None
+
     def set_restart_strategy(
         self, restart_strategy_configuration: RestartStrategyConfiguration
     ) -> "StreamExecutionEnvironment":

@@ -135,20 +135,22 @@ def test_materialization_by_interval_and_by_log_size() -> None:
     c = StateChangelog(ChangelogOptions(enabled=True, materialize_interval_ms=60_000, max_log_bytes=1000), clock=lambda: now[0])
     assert c.plan(1).materialize
     c.notify_complete(1)
-    c.log[b"k"] = b"v"  # type: ignore[index]
+    c.keys.append(b"k")
+    c.values.append(b"v")
     assert not c.plan(2).materialize
     c.notify_complete(2)
     now[0] = 61.0
     assert c.plan(3).materialize  # the interval since the base passed
     c.notify_complete(3)
     for i in range(100):
-        c.log[f"key-{i:04d}".encode()] = b"x" * 20  # type: ignore[index]
+        c.keys.append(f"key-{i:04d}".encode())
+        c.values.append(b"x" * 20)
     plan = c.plan(4)
     assert plan.materialize  # ~2.8 kB of log > max 1000 bytes
 
 
 def test_a_log_round_trips_and_the_last_write_wins() -> None:
-    blob = encode_log([{b"a": b"1", b"b": b"2"}, {b"a": None, b"c": b"3"}])
+    blob = encode_log([([b"a", b"b", b"a"], [b"0", b"2", b"1"]), ([b"a", b"c"], [None, b"3"])])
     keys, values = decode_log(blob)
     assert dict(zip(keys, values)) == {b"a": None, b"b": b"2", b"c": b"3"}
 
@@ -195,3 +197,20 @@ def test_retention_keeps_what_a_retained_checkpoint_builds_on_and_refuses_a_remo
     with pytest.raises(SharedStateMissingError, match="no longer in"):
         store.commit(_meta(6, ["checkpoint_id=6/state-x.parquet"], [job.paths[2]]))
     assert store.completed_ids() == [5]
+
+
+def test_pyflink_switches_reach_the_backend_options() -> None:
+    from runtime.api.datastream import StreamExecutionEnvironment
+    from runtime.api.datastream.checkpoint_config import EmbeddedRocksDBStateBackend
+
+    for setup in (lambda env: env.set_state_backend(EmbeddedRocksDBStateBackend(True)), lambda env: env.enable_changelog_state_backend(True)):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        setup(env)
+        env.from_collection([1, 2]).key_by(lambda x: x).reduce(lambda a, b: a + b).print()
+        assert ChangelogOptions.from_config(env.get_job_graph("job").config).enabled
+    env = StreamExecutionEnvironment.get_execution_environment()
+    assert env.is_changelog_state_backend_enabled() is None
+    env.enable_changelog_state_backend(False)
+    assert env.is_changelog_state_backend_enabled() is False
+    env.from_collection([1, 2]).print()
+    assert not ChangelogOptions.from_config(env.get_job_graph("job").config).enabled
