@@ -13,7 +13,7 @@ plain-Python reference. Prints one JSON line:
 recovery = kill -> every task RUNNING again (new attempts deployed and running). Exits non-zero
 on any lost, duplicated or wrong row.
 
-    .venv/bin/python benchmarks/chaos.py --events 300000 --rate 30000 --kills 5 --output /tmp/chaos --provider spark
+    .venv/bin/python benchmarks/chaos.py --events 300000 --rate 30000 --kills 5 --output /tmp/chaos --provider spark [--state-backend rocksdb-incremental]
 """
 from __future__ import annotations
 
@@ -87,10 +87,15 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
     try:
         conf = Configuration()
         conf.set_string("state.checkpoints.dir", os.path.join(args.output + "-checkpoints"))
+        kind, _, variant = args.state_backend.partition("-")
+        conf.set_string("state.backend.type", kind)
+        if variant == "incremental":  # changelog checkpoints: restores replay base + logs
+            conf.set_string("state.backend.incremental", "true")
+            conf.set_string("state.changelog.periodic-materialize.interval", "3 s")
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(args.parallelism)
         env.enable_checkpointing(args.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
-        windowed_sum.build(env, args.events, args.output, rate=args.rate)
+        windowed_sum.build(env, args.events, args.output, per_record=args.per_record, rate=args.rate)
         start = time.monotonic()
         client = cluster.submit(env.get_job_graph("windowed_sum-chaos"))
         expected_s = args.events / args.rate if args.rate else 10.0
@@ -154,6 +159,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--provider", choices=["spark", "local"], default="spark")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=500)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--per-record", action="store_true", help="the per-record job (WindowOperator state in the state backend)")
+    parser.add_argument("--state-backend", default="hashmap", choices=["hashmap", "rocksdb", "rocksdb-incremental"],
+                        help="rocksdb-incremental: changelog checkpoints materialized every 3 s (chains of ~6)")
     return parser.parse_args(argv)
 
 
