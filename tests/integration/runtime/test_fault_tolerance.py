@@ -252,12 +252,20 @@ def txn_versions(table: Path) -> list[int]:
     return out
 
 
-def test_checkpoints_are_delta_commits_and_only_the_retained_ones_stay(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb-incremental"])
+def test_checkpoints_are_delta_commits_and_only_the_retained_ones_stay(mini_cluster: MiniCluster, tmp_path: Path, backend: str) -> None:
     from deltalake import DeltaTable
+
+    from runtime.storage.checkpoint_store import CheckpointStore
+    from runtime.storage.state_files import checkpoint_of_path
 
     n = 60_000
     conf = Configuration()
     conf.set_string("state.checkpoints.num-retained", "2")
+    if backend == "rocksdb-incremental":  # chains of a few logs, re-materialized every 600 ms
+        conf.set_string("state.backend.type", "rocksdb")
+        conf.set_string("state.backend.incremental", "true")
+        conf.set_string("state.changelog.periodic-materialize.interval", "600 ms")
     env = env_with_checkpoints(tmp_path, 2, interval_ms=150, conf=conf)
     source = DataGeneratorSource(lambda i: i, n, rate_limiter_strategy=RateLimiterStrategy.per_second(20_000))
     env.from_source(source, WatermarkStrategy.no_watermarks(), "ints").key_by(lambda x: x % 100).reduce(lambda a, b: a + b).name("keyed sum").print()
@@ -266,7 +274,15 @@ def test_checkpoints_are_delta_commits_and_only_the_retained_ones_stay(mini_clus
     assert result.status is JobStatus.FINISHED
     table = DeltaTable(str(tmp_path / "checkpoints" / client.job_id))
     kept = sorted(set(table.to_pyarrow_table(columns=["checkpoint_id"]).column("checkpoint_id").to_pylist()))
-    assert len(kept) == 2, kept
+    store = CheckpointStore(str(tmp_path / "checkpoints" / client.job_id), client.job_id)
+    retained = sorted(store.completed_ids())[-2:]
+    # the two newest, and every checkpoint they build on (incremental: their chains), nothing else
+    needed = {c for cid in retained for c in map(checkpoint_of_path, store.get(cid).shared_files)}  # type: ignore[union-attr]
+    assert kept == sorted(set(retained) | needed), (kept, retained, needed)
+    if backend == "hashmap":
+        assert len(kept) == 2, kept
+    else:
+        assert needed, "the retained checkpoints build on earlier ones"
     # nothing but the retained checkpoints' files is left on disk
     on_disk = {p.name for p in (tmp_path / "checkpoints" / client.job_id).iterdir() if p.name.startswith("checkpoint_id=") and any(p.iterdir())}
     assert on_disk == {f"checkpoint_id={c}" for c in kept}
