@@ -147,19 +147,16 @@ class ChangelogPlan:
     chain: list[int]
     segments: list[Segment] = field(default_factory=list)
 
-    @property
-    def base(self) -> int:
-        return self.chain[0]
-
 
 class StateChangelog:
     """Changelog bookkeeping of one backend; every call is on the task thread.
 
     Writes are appended to `keys` / `values` while `logging` (two lists: measured, appending costs
-    half what a dict keyed by entry costs on the per-record path; the writer merges them, last write
-    wins). Not logging before the first plan: the first checkpoint materializes. After `plan`, the writes since the last completed checkpoint are in
-    the unconfirmed snapshots' segments: a checkpoint that is aborted keeps its segment, and the
-    next checkpoint writes it again; a completed one drops every segment up to it.
+    half what a dict keyed by entry costs on the per-record path; the writer merges them, last
+    write wins). Nothing is logged before the first plan: the first checkpoint materializes. After
+    `plan`, the writes since the last completed checkpoint are in the unconfirmed snapshots'
+    segments: an aborted checkpoint keeps its segment and the next checkpoint writes it again; a
+    completed one drops every segment up to it.
     """
 
     def __init__(self, options: ChangelogOptions, clock: Callable[[], float] = time.monotonic) -> None:
@@ -217,7 +214,3 @@ class StateChangelog:
         """The chain of a checkpoint planned and not yet confirmed ([] if there is none)."""
         snap = next((s for s in self._unconfirmed if s.checkpoint_id == checkpoint_id), None)
         return [] if snap is None else list(snap.chain)
-
-    @property
-    def confirmed_chain(self) -> list[int] | None:
-        return self._confirmed_chain
