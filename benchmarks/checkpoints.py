@@ -6,7 +6,10 @@ backend runs twice side by side in this process on the same warm cluster: withou
 (the baseline) and with a checkpoint every --interval-ms. Prints one JSON line per backend:
 
     {"backend", "snapshot_mode", "keys", "checkpoint_s", "state_bytes", "events_per_s_without", "events_per_s_with",
-     "cost_pct", "checkpoints"}
+     "cost_pct", "cost_pct_rounds", "checkpoints"}
+
+cost_pct is the median over --rounds pairs of runs (without, with; the order alternates), each
+pair's cost from its own two runs: on this shared machine one pair alone varies by ~5 points.
 
 state.snapshot.async-mode: "fork" writes the state file in a forked child (copy-on-write image,
 its own core), "thread" on a thread of the TaskManager (sharing its GIL); both are measured.
@@ -97,6 +100,7 @@ def main() -> None:
     parser.add_argument("--backends", default="hashmap,rocksdb,rocksdb-incremental",
                         help="state backends; rocksdb-incremental: rocksdb with state.backend.incremental (changelog)")
     parser.add_argument("--modes", default="fork,thread", help="state.snapshot.async-mode values to compare")
+    parser.add_argument("--rounds", type=int, default=3, help="(without, with) pairs per backend; cost_pct is their median")
     parser.add_argument("--provider", choices=["local", "spark"], default="local")
     parser.add_argument("--changelog", action="append", default=[], metavar="KEY=VALUE",
                         help="a state.changelog.* setting for rocksdb-incremental, e.g. state.changelog.max-log-size=256mb")
@@ -105,18 +109,29 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp, bench_cluster(args.provider, "millrace-checkpoint-bench") as cluster:
         for backend in args.backends.split(","):
-            without = run(cluster, backend, args.keys, args.events, 0, tmp)
             for mode in args.modes.split(","):
-                with_cp = run(cluster, backend, args.keys, args.events, args.interval_ms, tmp, mode)
+                # rounds of (without, with), the order alternating: this machine's speed drifts by
+                # several per cent between runs, so one pair can show a cost of 7 % or 12 % for the same code
+                withouts: list[float] = []
+                withs: list[dict[str, Any]] = []
+                for r in range(args.rounds):
+                    for checkpointed in (False, True) if r % 2 == 0 else (True, False):
+                        if checkpointed:
+                            withs.append(run(cluster, backend, args.keys, args.events, args.interval_ms, tmp, mode))
+                        else:
+                            withouts.append(run(cluster, backend, args.keys, args.events, 0, tmp)["events_per_s"])
+                costs = [round((1 - w["events_per_s"] / wo) * 100, 1) for wo, w in zip(withouts, withs)]
+                with_cp = sorted(withs, key=lambda w: w["events_per_s"])[len(withs) // 2]  # the median run
                 row = {
                     "backend": backend,
                     "snapshot_mode": mode,
                     "keys": args.keys,
                     "checkpoint_s": with_cp.get("checkpoint_s"),
                     "state_bytes": with_cp.get("state_bytes"),
-                    "events_per_s_without": round(without["events_per_s"]),
+                    "events_per_s_without": round(statistics.median(withouts)),
                     "events_per_s_with": round(with_cp["events_per_s"]),
-                    "cost_pct": round((1 - with_cp["events_per_s"] / without["events_per_s"]) * 100, 1),
+                    "cost_pct": statistics.median(costs),
+                    "cost_pct_rounds": costs,
                     "checkpoints": with_cp.get("checkpoints"),
                     "max_checkpoint_s": with_cp.get("max_checkpoint_s"),
                     "median_checkpoint_bytes": with_cp.get("median_checkpoint_bytes"),
