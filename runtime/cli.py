@@ -101,7 +101,7 @@ class _ReportingClient:
 
 
 def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
-    config = {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
+    config = _job_config(args)
     try:
         with use_executor(_PlanExecutor(), config=config):
             run_program(args.job, job_args)
@@ -114,6 +114,8 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
 
 def _job_config(args: argparse.Namespace) -> dict[str, str]:
     config = {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
+    if getattr(args, "runtime_mode", None):  # Flink: -Dexecution.runtime-mode=BATCH
+        config["execution.runtime-mode"] = args.runtime_mode.upper()
     if getattr(args, "from_savepoint", None):  # Flink's keys, so a program may also set them itself
         config["execution.savepoint.path"] = args.from_savepoint
         config["execution.savepoint.ignore-unclaimed-state"] = "true" if args.allow_non_restored_state else "false"
@@ -371,6 +373,13 @@ def format_job_info(details: Any, checkpoints: Any = None, exceptions: Any = Non
         )
         for st in v.get("subtasks", []):
             lines.append(f"    subtask {st.get('subtask')}: {st.get('status')} attempt {st.get('attempt')} on {st.get('taskmanager-id')} ({st.get('host')})")
+    regions = d.get("regions") or []
+    if any(r.get("blocking-inputs") for r in regions):  # lazily scheduled (batch): where each stage is
+        lines.append(f"Pipelined regions ({len(regions)}):")
+        for r in regions:
+            inputs = f", blocking inputs {r.get('blocking-inputs-committed')}/{r.get('blocking-inputs')} committed" if r.get("blocking-inputs") else ""
+            names = ", ".join(r.get("subtasks", [])[:3]) + (f" (+{len(r['subtasks']) - 3})" if len(r.get("subtasks", [])) > 3 else "")
+            lines.append(f"  region {r.get('index')}: {r.get('status')}{inputs}: {names}")
     if isinstance(checkpoints, str):
         lines.append(f"Checkpoints: unavailable ({checkpoints})")
     elif checkpoints is not None:
@@ -521,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a job program: embedded (default), on a session cluster, or on its own per-job/application cluster")
     run.add_argument("job", help="path of the Python program (PyFlink-style, calls env.execute())")
     run.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None, help="default parallelism of the job")
+    run.add_argument("--runtime-mode", choices=["streaming", "batch", "automatic"], type=str.lower, default=None,
+                     help="execution.runtime-mode: batch runs bounded jobs stage by stage with blocking exchanges in Delta")
     run.add_argument("--mode", choices=["embedded", "session", "per-job", "application"], default=None,
                      help="embedded: this process is the JobManager (default without --cluster); session: submit to --cluster; "
                           "per-job: a dedicated JobManager process for this job; application: main() runs in a dedicated JobManager")
@@ -533,6 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the JobGraph of a program without running it")
     plan.add_argument("job")
     plan.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None)
+    plan.add_argument("--runtime-mode", choices=["streaming", "batch", "automatic"], type=str.lower, default=None)
     lst = sub.add_parser("list", help="list the jobs of a cluster")
     lst.add_argument("--running", action="store_true", help="only jobs that have not ended")
     _add_cluster_target(lst)

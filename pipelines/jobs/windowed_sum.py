@@ -19,6 +19,7 @@ is the same with or without a rate.
 
     millrace run pipelines/jobs/windowed_sum.py --parallelism 2 --events 2000000 --output PATH
     millrace run pipelines/jobs/windowed_sum.py --events 300000 --rate 30000 --checkpoint-interval-ms 500 --output PATH
+    millrace run pipelines/jobs/windowed_sum.py --runtime-mode batch --output PATH    (the same table, stage by stage)
 """
 from __future__ import annotations
 
@@ -142,10 +143,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-record", action="store_true", help="per-record Python functions instead of columnar batches")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=0, metavar="MS", help="exactly-once checkpoints every MS ms (0 = off)")
     parser.add_argument("--rate", type=int, default=0, metavar="EVENTS_PER_S", help="events per second over all subtasks (0 = unthrottled)")
+    parser.add_argument("--runtime-mode", choices=["streaming", "batch"], type=str.lower, default=None,
+                        help="batch: stage by stage, exchanges through Delta (default: the environment's, streaming)")
     args = parser.parse_args(argv)
     if args.checkpoint_interval_ms < 0 or args.rate < 0:
         parser.error("--checkpoint-interval-ms and --rate must be >= 0")
     env = StreamExecutionEnvironment.get_execution_environment()
+    if args.runtime_mode:
+        env.set_runtime_mode(args.runtime_mode)
     build(env, args.events, args.output, args.per_record, rate=args.rate, checkpoint_interval_ms=args.checkpoint_interval_ms)
     env.execute("windowed_sum")
 

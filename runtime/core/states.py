@@ -98,3 +98,21 @@ SLOT_TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
 
 def slot_state_machine(what: str) -> StateMachine[SlotState]:
     return StateMachine(SlotState.FREE, SLOT_TRANSITIONS, what)
+
+
+def aggregate_vertex_state(states: list[ExecutionState]) -> ExecutionState:
+    """A vertex's state from its subtasks' (Flink: ExecutionJobVertex.getAggregateJobVertexState)."""
+    if not states:
+        return ExecutionState.CREATED
+    present = set(states)
+    for st in (ExecutionState.FAILED, ExecutionState.CANCELING, ExecutionState.CANCELED, ExecutionState.INITIALIZING, ExecutionState.RUNNING):
+        if st in present:
+            return st
+    if present == {ExecutionState.FINISHED}:
+        return ExecutionState.FINISHED
+    if ExecutionState.FINISHED in present:
+        return ExecutionState.RUNNING  # some finished, others not started yet: the vertex still runs
+    for st in (ExecutionState.DEPLOYING, ExecutionState.SCHEDULED):
+        if st in present:
+            return st
+    return ExecutionState.CREATED

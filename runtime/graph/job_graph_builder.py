@@ -237,7 +237,8 @@ def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> Job
         job_name=stream_graph.job_name,
         job_type=JobType.BATCH if batch else JobType.STREAMING,
         vertices=vertices,
-        config={k: _config_str(v) for k, v in stream_graph.config.items()},
+        # the resolved mode (AUTOMATIC decided): operators with batch semantics read it
+        config={**{k: _config_str(v) for k, v in stream_graph.config.items()}, "execution.runtime-mode": "BATCH" if batch else "STREAMING"},
         slot_sharing_group_resources=_slot_sharing_group_resources(stream_graph),
         **kwargs,
     )

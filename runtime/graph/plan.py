@@ -8,9 +8,12 @@ from runtime.graph.job_graph import JobGraph, ResultPartitionType
 
 def plan_summary(job_graph: JobGraph) -> dict[str, Any]:
     """A JSON-friendly description: vertices in topological order, numbered from 1."""
+    from runtime.graph.regions import compute_logical_regions
+
     vertices = job_graph.topological_vertices()
     number = {v.id: i + 1 for i, v in enumerate(vertices)}
     by_id = {v.id: v for v in vertices}
+    regions = sorted((sorted(number[v] for v in r) for r in compute_logical_regions(job_graph)), key=lambda r: r[0])
     return {
         "job_name": job_graph.job_name,
         "job_id": job_graph.job_id,
@@ -41,6 +44,9 @@ def plan_summary(job_graph: JobGraph) -> dict[str, Any]:
             }
             for v in vertices
         ],
+        # pipelined regions over vertices (their subtasks run and restart together); with blocking
+        # exchanges (batch) a region is scheduled once the regions it reads from have finished
+        "regions": [{"number": i + 1, "vertices": r} for i, r in enumerate(regions)],
     }
 
 
@@ -60,4 +66,8 @@ def format_plan(job_graph: JobGraph) -> str:
         for i in v["inputs"]:
             blocking = " (blocking)" if i["result_type"] == ResultPartitionType.BLOCKING.value else ""
             lines.append(f"      <- [{i['source_vertex']}] {i['partitioner'].upper()}{blocking}")
+    if any(i["result_type"] == ResultPartitionType.BLOCKING.value for v in s["vertices"] for i in v["inputs"]):
+        lines.append("Pipelined regions (scheduled lazily from the sources; blocking results in Delta):")
+        for r in s["regions"]:
+            lines.append(f"  region {r['number']}: vertices {', '.join(f'[{n}]' for n in r['vertices'])}")
     return "\n".join(lines)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex
+from runtime.graph.job_graph import ResultPartitionType
+from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.slot_pool import PhysicalSlot
 from runtime.rpc.deployment import (
     InputChannelDeploymentDescriptor,
@@ -11,7 +13,11 @@ from runtime.rpc.deployment import (
 )
 
 
-def build_tdd(eg: ExecutionGraph, ev: ExecutionVertex, placement: dict, config: dict[str, str]) -> TaskDeploymentDescriptor:
+def build_tdd(
+    eg: ExecutionGraph, ev: ExecutionVertex, placement: dict, config: dict[str, str], partitions: BlockingPartitionTracker | None = None
+) -> TaskDeploymentDescriptor:
+    """`partitions`: where blocking results are written and which files a consumer reads (None: no
+    blocking exchanges; every channel reads from its producer's TaskManager)."""
     jv = ev.job_vertex
     slot: PhysicalSlot = placement[ev.id]
     produced = []
@@ -27,12 +33,26 @@ def build_tdd(eg: ExecutionGraph, ev: ExecutionVertex, placement: dict, config: 
                 partitioner=ds.partitioner,
                 result_type=ds.result_type,
                 consumer_max_parallelism=result.consumer_max_parallelism,
+                blocking_table_uri=(
+                    partitions.table_uri(ds.id) if partitions is not None and ds.result_type is ResultPartitionType.BLOCKING else None
+                ),
             )
         )
     gates = []
     for ci in ev.consumed_inputs:
         channels = []
         for cp in ci.partitions:
+            if partitions is not None and eg.partition(cp.partition_id).result_type is ResultPartitionType.BLOCKING:
+                channels.append(
+                    InputChannelDeploymentDescriptor(
+                        partition_id=cp.partition_id,
+                        producer_attempt_id=partitions.committed_attempt(cp.partition_id),
+                        subpartition_index=cp.subpartition_index,
+                        blocking_table_uri=partitions.table_uri(ci.dataset_id),
+                        blocking_files=partitions.files_of(cp.partition_id, cp.subpartition_index),
+                    )
+                )
+                continue
             producer = eg.vertex(cp.producer)
             pslot: PhysicalSlot = placement[cp.producer]
             channels.append(

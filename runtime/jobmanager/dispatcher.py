@@ -93,13 +93,14 @@ class Dispatcher(RpcEndpoint):
         return m.JobIdMessage(job_id=job_id)
 
     async def _check_capacity(self, job_graph: JobGraph) -> None:
-        """Refuse a job the cluster could never run (too many slots, or a slot no TaskManager may be that big)."""
+        """Refuse a job the cluster could never run (too many slots, or a slot no TaskManager may be that big).
+        A batch job needs only its widest region's slots: its regions run one after another."""
         from runtime.core.errors import RpcError
-        from runtime.jobmanager.scheduler.slot_sharing import job_resource_requirements
+        from runtime.jobmanager.scheduler.slot_sharing import least_resource_requirements
 
         msg = m.ResourceRequirements(
             job_id=job_graph.job_id, job_master_endpoint=gw.job_master_endpoint(job_graph.job_id),
-            job_name=job_graph.job_name, requirements=job_resource_requirements(job_graph),
+            job_name=job_graph.job_name, requirements=least_resource_requirements(job_graph),
         )
         try:
             ack: m.Ack = await self.rpc.gateway(gw.RESOURCE_MANAGER).check_job_requirements(msg, timeout=10)

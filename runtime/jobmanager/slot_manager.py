@@ -279,8 +279,10 @@ class SlotManager:
     def capacity_problem(self, job: str, requirements: list[ResourceRequirement]) -> str | None:
         """Why the cluster could never serve these requirements, even empty; None if it could.
 
-        `job` names the job in the message ("job <id> '<name>'").
+        `job` names the job in the message ("job <id> '<name>'"). Requirements count with their
+        least (`min_count`): a job that can run with fewer slots than it asks for fits then.
         """
+        requirements = [r.model_copy(update={"count": r.least, "min_count": None}) for r in requirements]
         for r in requirements:
             if r.count > 0 and self.shape_for(r.profile) is None:
                 assert r.profile is not None and self.max_task_manager_profile is not None

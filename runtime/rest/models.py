@@ -15,7 +15,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core.checkpoint import CheckpointingMode
-from runtime.core.states import ExecutionState, JobStatus
+from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state
 from runtime.jobmanager.checkpoint import stats as cs
 from runtime.rpc import messages as m
 
@@ -213,8 +213,19 @@ class VertexInfo(_Timespan):
     subtasks: list[SubtaskInfo]
 
 
+class RegionInfo(RestModel):
+    """A pipelined region (Millrace: Flink's REST API does not show them). Batch jobs schedule regions
+    lazily: CREATED means waiting for its blocking inputs, SCHEDULED waiting for slots."""
+
+    index: int
+    status: ExecutionState
+    subtasks: list[str]
+    blocking_inputs: int = Field(0, alias="blocking-inputs")
+    blocking_inputs_committed: int = Field(0, alias="blocking-inputs-committed")
+
+
 class JobDetails(_Timespan):
-    """Flink: JobDetailsInfo."""
+    """Flink: JobDetailsInfo (plus `regions`)."""
 
     jid: str
     name: str
@@ -224,6 +235,7 @@ class JobDetails(_Timespan):
     vertices: list[VertexInfo]
     status_counts: dict[str, int] = Field(alias="status-counts")
     root_exception: ExceptionInfo | None = Field(None, alias="root-exception")
+    regions: list[RegionInfo] = Field(default_factory=list, description="pipelined regions in topological order")
 
 
 class ExceptionHistory(RestModel):
@@ -370,24 +382,6 @@ def backpressure_level(ratio: float) -> BackpressureLevel:
 _TERMINAL_EXECUTION = (ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED)
 
 
-def aggregate_vertex_state(states: list[ExecutionState]) -> ExecutionState:
-    """A vertex's state from its subtasks' (Flink: ExecutionJobVertex.getAggregateJobVertexState)."""
-    if not states:
-        return ExecutionState.CREATED
-    present = set(states)
-    for st in (ExecutionState.FAILED, ExecutionState.CANCELING, ExecutionState.CANCELED, ExecutionState.INITIALIZING, ExecutionState.RUNNING):
-        if st in present:
-            return st
-    if present == {ExecutionState.FINISHED}:
-        return ExecutionState.FINISHED
-    if ExecutionState.FINISHED in present:
-        return ExecutionState.RUNNING  # some finished, others not started yet: the vertex still runs
-    for st in (ExecutionState.DEPLOYING, ExecutionState.SCHEDULED):
-        if st in present:
-            return st
-    return ExecutionState.CREATED
-
-
 def exception_info(error: m.ErrorInfo, timestamp: int | None = None) -> ExceptionInfo:
     return ExceptionInfo(
         exception_name=error.type_name, message=error.message, operator=error.operator, task_name=error.task,
@@ -477,6 +471,11 @@ def job_details(d: m.JobDetailsMessage, now_ms: int) -> JobDetails:
         jid=d.job_id, name=d.job_name, state=d.status, start_time=start_time, end_time=end_time, duration=duration,
         now=now_ms, timestamps=timestamps, vertices=vertices, status_counts=counts,
         root_exception=exception_info(d.error, d.failure_time_ms) if d.error is not None else None,
+        regions=[
+            RegionInfo(index=r.index, status=r.state, subtasks=r.subtasks, blocking_inputs=r.blocking_inputs,
+                       blocking_inputs_committed=r.blocking_inputs_committed)
+            for r in d.regions
+        ],
     )
 
 

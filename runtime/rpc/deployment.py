@@ -26,13 +26,18 @@ class ResultPartitionDeploymentDescriptor(_Model):
     partitioner: PartitionerDescriptor
     result_type: ResultPartitionType = ResultPartitionType.PIPELINED_BOUNDED
     consumer_max_parallelism: int = 128  # key groups -> consumer subtask for HASH
+    # BLOCKING: the result's Delta table, where this producer writes its subpartitions' files
+    blocking_table_uri: str | None = None
 
 
 class InputChannelDeploymentDescriptor(_Model):
     partition_id: str
     producer_attempt_id: str  # the producing Execution's attempt id (a restarted producer is a new partition)
     subpartition_index: int
-    producer: DataAddress
+    producer: DataAddress | None = None  # None: a blocking result, read from its committed files
+    # a committed blocking result: its table and the files of this subpartition (in write order)
+    blocking_table_uri: str | None = None
+    blocking_files: list[str] = Field(default_factory=list)
 
 
 class InputGateDeploymentDescriptor(_Model):

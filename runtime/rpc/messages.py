@@ -199,12 +199,32 @@ class TaskMetricsSnapshot(Message):
     bytes_out: int = 0
 
 
+class BlockingResultFile(Message):
+    """One file of a blocking result partition (path relative to the result's table root)."""
+
+    path: str
+    subpartition: int
+    size: int
+    rows: int
+
+
+class ProducedBlockingPartition(Message):
+    """What a FINISHED producer wrote for one blocking result: the JobMaster commits it to Delta."""
+
+    partition_id: str
+    dataset_id: str
+    files: list[BlockingResultFile] = Field(default_factory=list)
+    bytes: int = 0  # payload bytes written (adaptive batch sizes its consumers from it)
+
+
 class TaskExecutionStateUpdate(Message):
     job_id: str
     execution_attempt_id: str
     state: ExecutionState
     error: ErrorInfo | None = None
     metrics: TaskMetricsSnapshot = Field(default_factory=TaskMetricsSnapshot)
+    # FINISHED only: the blocking result partitions the task wrote (batch exchanges)
+    blocking_partitions: list[ProducedBlockingPartition] = Field(default_factory=list)
 
 
 class OperatorEventMessage(Message):
@@ -432,10 +452,18 @@ class ResourceRequirement(Message):
     slot_sharing_group: str = "default"
     profile: ResourceProfile | None = None
     count: int = Field(ge=0)
+    # the least that lets the job make progress (a batch job's widest region; None: `count`): a
+    # cluster that can give that many is fit for the job, and it gets up to `count` as it can
+    min_count: int | None = Field(None, ge=0)
+
+    @property
+    def least(self) -> int:
+        return self.count if self.min_count is None else min(self.min_count, self.count)
 
     def describe(self) -> str:
         what = self.profile.describe() if self.profile is not None else "any resources"
-        return f"{self.count} slot(s) of {what} for slot sharing group '{self.slot_sharing_group}'"
+        at_least = f" (at least {self.least})" if self.least < self.count else ""
+        return f"{self.count} slot(s){at_least} of {what} for slot sharing group '{self.slot_sharing_group}'"
 
 
 class ResourceRequirements(Message):
@@ -536,6 +564,16 @@ class VertexDetails(Message):
     subtasks: list[SubtaskDetails] = Field(default_factory=list)
 
 
+class RegionDetails(Message):
+    """One pipelined region of a job (its subtasks run and restart together; Flink's SchedulingPipelinedRegion)."""
+
+    index: int  # in topological order, from 1
+    state: ExecutionState  # the aggregate of its subtasks' (CREATED: waiting for its blocking inputs)
+    subtasks: list[str]  # "<vertex name> (i/p)"
+    blocking_inputs: int = 0  # blocking partitions it reads
+    blocking_inputs_committed: int = 0
+
+
 class JobDetailsMessage(Message):
     """Dispatcher -> REST: a job's status and every subtask's attempt, placement and metrics (Flink: JobDetailsInfo)."""
 
@@ -548,6 +586,7 @@ class JobDetailsMessage(Message):
     vertices: list[VertexDetails] = Field(default_factory=list)
     error: ErrorInfo | None = None
     failure_time_ms: int | None = None
+    regions: list[RegionDetails] = Field(default_factory=list)
 
 
 class ClusterOverviewMessage(Message):

@@ -183,7 +183,7 @@ class Task:
             self.log.debug("clean-up step %s failed", getattr(action, "__qualname__", action), exc_info=True)
 
     # ---------------------------------------------------------------------------------------
-    def _transition(self, to: ExecutionState, error: ErrorInfo | None = None) -> None:
+    def _transition(self, to: ExecutionState, error: ErrorInfo | None = None, blocking_partitions: list[Any] | None = None) -> None:
         with self._lock:
             if self.machine.state.is_terminal:
                 return
@@ -196,6 +196,7 @@ class Task:
             state=to,
             error=error,
             metrics=self.metrics_snapshot(),
+            blocking_partitions=blocking_partitions or [],
         )
         try:
             self.report_state(update)
@@ -254,7 +255,8 @@ class Task:
             chain = None
             if errors:
                 raise errors[0]
-            self._transition(ExecutionState.FINISHED)
+            blocking = [p.produced() for p in self._partitions if hasattr(p, "produced")]
+            self._transition(ExecutionState.FINISHED, blocking_partitions=blocking)
             self.log.info("finished: %d records in, %d out", self.metrics.records_in, self.metrics.records_out)
         except BaseException as e:  # noqa: BLE001 - every failure becomes FAILED or CANCELED
             if chain is not None:
@@ -296,7 +298,7 @@ class Task:
         writers: dict[str, Any] = {}
         for rpdd in tdd.produced_partitions:
             selector = load_user_code(rpdd.partitioner.key_selector) if rpdd.partitioner.key_selector else None
-            partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector)
+            partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector, tdd.subtask_index)
             self._partitions.append(partition)
             self._writers.append(writer)
             writers[rpdd.dataset_id] = writer

@@ -1,7 +1,11 @@
-"""KeyedStream.reduce(f). Port of Flink's StreamGroupedReduceOperator (streaming semantics).
+"""KeyedStream.reduce(f) (and sum/min/max...). Port of Flink's StreamGroupedReduceOperator and,
+in BATCH mode, BatchGroupedReduceOperator.
 
 Per element: new = reduce(previous, value) (the first element of a key passes through as is),
-the running result is stored in keyed state and emitted with the element's timestamp.
+the running result is stored in keyed state. Streaming: each running result is emitted with the
+element's timestamp. Batch: nothing per element; every key's final result is emitted once its
+input has ended (when the end-of-input watermark arrives, before it is forwarded, as Flink's
+timer at Long.MAX_VALUE does), so a batch run's output is the streaming run's final values.
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any, Callable
 from runtime.api.datastream.state import ValueStateDescriptor
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function
 from runtime.core.keys import KeyExtractor
-from runtime.core.records import RecordBatch
+from runtime.core.records import MAX_TIMESTAMP, RecordBatch
 
 STATE_NAME = "_op_state"  # Flink's StreamGroupedReduceOperator.STATE_NAME
 
@@ -31,11 +35,38 @@ class KeyedReduceOperator(AbstractKeyedOperator):
         self._reduce = reduce_callable(reduce_function)
         self._key = KeyExtractor(key_selector)
         self._state: Any = None
+        self._batch = False
+        self._emitted_final = False
 
     def open(self) -> None:
         assert self.keyed_state_backend is not None and self.runtime_context is not None
         self._state = self.keyed_state_backend.get_partitioned_state(ValueStateDescriptor(STATE_NAME))
+        self._batch = (self.runtime_context.get_job_parameter("execution.runtime-mode") or "").upper() == "BATCH"
         open_function(self.reduce_function, self.runtime_context)
+
+    def on_watermark(self, timestamp: int) -> None:
+        if self._batch and timestamp >= MAX_TIMESTAMP:
+            self._emit_final()
+        super().on_watermark(timestamp)
+
+    def finish(self) -> None:
+        if self._batch:
+            self._emit_final()  # an input without watermarks
+        super().finish()
+
+    def _emit_final(self) -> None:
+        if self._emitted_final:
+            return
+        self._emitted_final = True
+        backend = self.keyed_state_backend
+        assert backend is not None
+        out: list[Any] = []
+        for key in list(backend.get_keys(STATE_NAME)):
+            backend.set_current_key(key)
+            out.append(self._state.value())
+        self._out_values = out
+        self._out_ts = [MAX_TIMESTAMP] * len(out)
+        self.flush_output()
 
     def close(self) -> None:
         try:
@@ -59,6 +90,8 @@ class KeyedReduceOperator(AbstractKeyedOperator):
             new = value if cur is None else reduce(cur, value)
             state.update(new)
             out.append(new)
+        if self._batch:
+            return  # final values only, at the end
         # one output per input record, so the input timestamps carry over unchanged
         self._out_values = out
         self._out_ts = [None] * len(out) if batch.timestamps is None else batch.timestamps.tolist()

@@ -26,16 +26,17 @@ import cloudpickle
 from runtime.core.checkpoint import SAVEPOINT_IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY, SAVEPOINTS_DIR_KEY
 from runtime.core.errors import CheckpointError, InvalidProgramError, NoResourceAvailableError
 from runtime.core.state_machine import StateMachine
-from runtime.core.states import ExecutionState, JobStatus, job_status_machine
+from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID
-from runtime.graph.job_graph import JobGraph, JobType
+from runtime.graph.job_graph import JobGraph, JobType, ResultPartitionType
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.jobmanager.deployment import build_tdd
 from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, restart_strategy_from_config
+from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
-from runtime.jobmanager.scheduler.slot_sharing import job_resource_requirements
-from runtime.jobmanager.scheduler.strategy import EagerSchedulingStrategy
+from runtime.jobmanager.scheduler.slot_sharing import least_resource_requirements
+from runtime.jobmanager.scheduler.strategy import EagerSchedulingStrategy, PipelinedRegionSchedulingStrategy, SchedulingStrategy
 from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
@@ -71,13 +72,25 @@ class Scheduler:
         self.eg = ExecutionGraph(job_graph)
         self.status: StateMachine[JobStatus] = job_status_machine(self.job_id)
         self.slot_pool: SlotPool = host.slot_pool
-        self.strategy = EagerSchedulingStrategy(self.eg)
-        self.allocator = ExecutionSlotAllocator(self.eg, self.slot_pool)
-        self.resource_requirements = job_resource_requirements(job_graph)
+        # blocking exchanges (batch): results go to Delta, regions are scheduled lazily from the
+        # sources and reuse the slots of regions that ended
+        has_blocking = any(r.result_type is ResultPartitionType.BLOCKING for r in self.eg.results.values())
+        self.partitions: BlockingPartitionTracker | None = None
+        self.strategy: SchedulingStrategy = EagerSchedulingStrategy(self.eg)
+        if has_blocking:
+            from runtime.storage.blocking_results import job_results_dir  # pyarrow only
+
+            self.partitions = BlockingPartitionTracker(self.eg, job_results_dir(job_graph.config, self.job_id))
+            self.strategy = PipelinedRegionSchedulingStrategy(self.eg, self.partitions.is_committed)
+        self.allocator = ExecutionSlotAllocator(self.eg, self.slot_pool, reuse_slots=has_blocking)
+        # a lazily scheduled job runs with fewer slots than its parallelism (min_count)
+        self.resource_requirements = least_resource_requirements(job_graph)
         self.slots_needed = sum(r.count for r in self.resource_requirements)
         self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
         self.checkpoint_config = CheckpointCoordinatorConfiguration.from_config(job_graph.config, self.job_id)
-        self.failover_strategy = failover_strategy_from_config(job_graph.config)
+        self.failover_strategy = failover_strategy_from_config(
+            job_graph.config, self.partitions.is_committed if self.partitions is not None else None
+        )
         self.restart_strategy = restart_strategy_from_config(job_graph.config, self.checkpoint_config.enabled, clock=clock)
         self.checkpoints: CheckpointCoordinator | None = None
         self.coordinators: dict[int, Any] = {}
@@ -199,13 +212,19 @@ class Scheduler:
 
     # --- scheduling and deployment -----------------------------------------------------------------
     def _schedule(self, vertices: list[ExecutionVertexID]) -> None:
+        if not vertices:
+            return
         for vid in vertices:
             self.eg.vertex(vid).current_execution.transition_state(ExecutionState.SCHEDULED)
-        self._waiting = list(vertices)
+        self._waiting = [*self._waiting, *(v for v in vertices if v not in self._waiting)]
+        self._arm_slot_timeout()
+        self.try_deploy()
+
+    def _arm_slot_timeout(self) -> None:
+        """The waiting vertices fail the job if they get no slots within slot.request.timeout.s (from now)."""
         self._waiting_since += 1
         generation = self._waiting_since
         self.host.loop.call_later(self.slot_timeout_s, lambda: self.host.spawn(self._check_slot_timeout(generation)))
-        self.try_deploy()
 
     def wants_slots(self) -> bool:
         return self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING) and (
@@ -215,13 +234,21 @@ class Scheduler:
     def try_deploy(self) -> None:
         if not self._waiting or self.status.state is not JobStatus.RUNNING:
             return
-        try:
-            placement = self.allocator.allocate(self._waiting)
-        except NoResourceAvailableError as e:
-            # not enough slots (or not of the shapes the groups need) yet: wait for more offers (or the timeout)
-            self._log(logging.INFO, "waiting for slots: %s", e)
+        placement: dict[ExecutionVertexID, PhysicalSlot] = {}
+        for group in self.strategy.deployment_groups(self._waiting):  # each group gets all its slots or waits
+            try:
+                placement.update(self.allocator.allocate(group))
+            except NoResourceAvailableError as e:
+                # not enough slots (or not of the shapes the groups need) yet: wait for more offers,
+                # for running regions to end (lazy scheduling), or for the timeout; a later group
+                # may fit (e.g. one whose shared slot is still held)
+                self._log(logging.INFO, "waiting for slots: %s", e)
+        if not placement:
             return
-        waiting, self._waiting = self._waiting, []
+        waiting = [v for v in self._waiting if v in placement]
+        self._waiting = [v for v in self._waiting if v not in placement]
+        if self._waiting:  # progress: the rest get a full timeout from now
+            self._arm_slot_timeout()
         self.deployed = True
         for vid, slot in placement.items():
             ev = self.eg.vertex(vid)
@@ -254,7 +281,7 @@ class Scheduler:
             return
         ex.transition_state(ExecutionState.DEPLOYING)
         slot = self.placement[ev.id]
-        tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config)
+        tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config, self.partitions)
         if self.checkpoints is not None:
             tdd.checkpoint_dir = self.checkpoint_config.table_uri
         tdd.task_restore = self._task_restore(ev)
@@ -306,10 +333,45 @@ class Scheduler:
         elif msg.state is ExecutionState.CANCELED and running and not was_canceling:
             self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.FINISHED and running:
+            if msg.blocking_partitions and self.partitions is not None:
+                self.host.spawn(self._commit_blocking_partitions(ev, ex.attempt_id, msg.blocking_partitions))
+            if self.partitions is not None:
+                self.try_deploy()  # its slot may serve a waiting region
             if all(v.execution_state is ExecutionState.FINISHED for v in self.eg.all_vertices()):
                 self.host.spawn(self._finish_job())
         self._check_terminal()
         return m.Ack()
+
+    async def _commit_blocking_partitions(self, ev: ExecutionVertex, attempt_id: str, produced: list[m.ProducedBlockingPartition]) -> None:
+        """A producer FINISHED: commit its blocking partitions to Delta (one transaction per result and
+        subtask), then schedule the regions that were waiting for them. A failed commit fails the
+        producer: its region runs again (its files are not read by anyone)."""
+        from runtime.storage.blocking_results import commit_partition, committed_files, delete_files
+
+        tracker = self.partitions
+        assert tracker is not None
+        committed: list[str] = []
+        try:
+            for p in produced:
+                table = tracker.table_uri(p.dataset_id)
+                if tracker.is_committed(p.partition_id):  # an earlier attempt's files are the result
+                    await self._run_io(delete_files, table, [f.path for f in p.files])
+                    continue
+                if not await self._run_io(commit_partition, table, ev.subtask_index, p.files):
+                    # committed before by an attempt this JobMaster does not remember: those files are the result
+                    await self._run_io(delete_files, table, [f.path for f in p.files])
+                    p = p.model_copy(update={"files": await self._run_io(committed_files, table, ev.subtask_index)})
+                tracker.mark_committed(p, attempt_id)
+                committed.append(p.partition_id)
+        except Exception as e:  # noqa: BLE001 - the producer's output is not usable: it runs again
+            self._log(logging.WARNING, "committing the blocking results of %s failed: %s", ev.task_name_with_subtask, e)
+            if ev.current_execution.attempt_id == attempt_id and self.status.state is JobStatus.RUNNING:
+                self._handle_failure([ev], m.ErrorInfo.from_exception(e, task=ev.task_name_with_subtask))
+            return
+        if committed:
+            self._log(logging.INFO, "%s: blocking partitions committed: %s", ev.task_name_with_subtask, ", ".join(committed))
+        if self.status.state is JobStatus.RUNNING:
+            self._schedule(self.strategy.on_partitions_committed(committed))
 
     def task_manager_lost(self, tm_id: str, cause: str) -> None:
         lost = self.slot_pool.release_task_manager(tm_id)
@@ -672,6 +734,10 @@ class Scheduler:
             self._set_status(JobStatus.FAILING)
             self._finalize(JobStatus.FAILED)
             return
+        if self.partitions is not None:
+            from runtime.storage.blocking_results import remove_job_results
+
+            await self._run_io(remove_job_results, self.partitions.results_dir)
         self._finalize(JobStatus.FINISHED)
 
     def _finalize(self, status: JobStatus) -> None:
@@ -687,6 +753,11 @@ class Scheduler:
                 self._log(logging.WARNING, "coordinator close failed")
         if self.checkpoints is not None:
             self.checkpoints.shutdown()
+        if self.partitions is not None and status is not JobStatus.FINISHED:
+            from runtime.storage.blocking_results import remove_job_results
+
+            # a job's blocking results go with it (a FINISHED job removed them before this)
+            self.host.loop.run_in_executor(None, remove_job_results, self.partitions.results_dir)
         self._set_status(status)
         self.archived = self.job_details()
         self.host.spawn(self.host.release_resources())
@@ -820,7 +891,27 @@ class Scheduler:
             end_time_ms=ms(self.end_time),
             vertices=vertices,
             error=self.failure if status is not JobStatus.FINISHED else None,
+            regions=self._region_details(),
         )
+
+    def _region_details(self) -> list[m.RegionDetails]:
+        committed = self.partitions.is_committed if self.partitions is not None else (lambda _p: False)
+        out = []
+        for i, region in enumerate(self.strategy_regions(), start=1):
+            members = sorted(region.vertices, key=lambda v: (self.eg.vertex(v).job_vertex.name, v.subtask_index))
+            out.append(m.RegionDetails(
+                index=i,
+                state=aggregate_vertex_state([self.eg.vertex(v).execution_state for v in members]),
+                subtasks=[self.eg.vertex(v).task_name_with_subtask for v in members],
+                blocking_inputs=len(region.consumed_blocking_partitions),
+                blocking_inputs_committed=sum(1 for p in region.consumed_blocking_partitions if committed(p)),
+            ))
+        return out
+
+    def strategy_regions(self) -> list[Any]:
+        """The pipelined regions in topological order (of their first subtask)."""
+        order = {ev.id: i for i, ev in enumerate(self.eg.all_vertices())}
+        return sorted(self.eg.regions, key=lambda r: min(order[v] for v in r.vertices))
 
 
 class _CheckpointHost:

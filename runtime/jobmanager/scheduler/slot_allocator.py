@@ -11,19 +11,39 @@ from __future__ import annotations
 from typing import Iterable
 
 from runtime.core.errors import NoResourceAvailableError
+from runtime.core.states import ExecutionState
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from runtime.jobmanager.scheduler.slot_sharing import _best_fit, assign_slots, group_resource_profiles
 from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 
 SharedSlotKey = tuple[str, int]
+_ENDED = (ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED)
 
 
 class ExecutionSlotAllocator:
-    def __init__(self, execution_graph: ExecutionGraph, slot_pool: SlotPool) -> None:
+    """`reuse_slots`: lazily scheduled jobs (batch) -- a shared slot whose tasks have all ended gives
+    its physical slot back for other shared slots, so later regions run in the slots of earlier
+    ones and a job needs only as many slots as its widest running region (Flink: a shared slot is
+    released once its executions are done)."""
+
+    def __init__(self, execution_graph: ExecutionGraph, slot_pool: SlotPool, reuse_slots: bool = False) -> None:
         self.eg = execution_graph
         self.slot_pool = slot_pool
         self.shared: dict[SharedSlotKey, PhysicalSlot] = {}
         self._profiles = group_resource_profiles(execution_graph.job_graph)
+        self.reuse_slots = reuse_slots
+        self._members: dict[SharedSlotKey, list[ExecutionVertexID]] = {}
+        self._placed: set[str] = set()  # attempt ids that got a slot
+        for ev in execution_graph.all_vertices():
+            self._members.setdefault(self._key(ev.id), []).append(ev.id)
+
+    def _in_use(self, key: SharedSlotKey) -> bool:
+        """An attempt placed in this shared slot has not ended (attempts still waiting for a slot do not count)."""
+        for v in self._members.get(key, ()):
+            ex = self.eg.vertex(v).current_execution
+            if ex.attempt_id in self._placed and ex.state not in _ENDED:
+                return True
+        return False
 
     def _key(self, vid: ExecutionVertexID) -> SharedSlotKey:
         return (self.eg.vertex(vid).job_vertex.slot_sharing_group, vid.subtask_index)
@@ -35,12 +55,15 @@ class ExecutionSlotAllocator:
         """Slots for `vertices`; raises NoResourceAvailableError (nothing changed) if the pool cannot serve them yet."""
         vertices = list(vertices)
         held = set(self.slot_pool.slots)
-        if not self.shared:
+        if not self.shared and not self.reuse_slots:
             placement = assign_slots(self.eg, self.slot_pool.available())
             for vid, slot in placement.items():
                 self.shared[self._key(vid)] = slot
             return {vid: placement[vid] for vid in vertices}
         alive = {k: s for k, s in self.shared.items() if s.allocation_id in held}
+        if self.reuse_slots:
+            wanted = {self._key(v) for v in vertices}
+            alive = {k: s for k, s in alive.items() if k in wanted or self._in_use(k)}
         used = {s.allocation_id for s in alive.values()}
         free = [s for s in self.slot_pool.available() if s.allocation_id not in used]
         new: dict[SharedSlotKey, PhysicalSlot] = {}
@@ -54,6 +77,7 @@ class ExecutionSlotAllocator:
             free.remove(slot)
             new[key] = slot
         self.shared = {**alive, **new}
+        self._placed.update(self.eg.vertex(v).current_execution.attempt_id for v in vertices)
         return {vid: self.shared[self._key(vid)] for vid in vertices}
 
     def lost_slots(self) -> int:

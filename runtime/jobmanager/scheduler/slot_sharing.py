@@ -100,3 +100,22 @@ def assign_slots(eg: ExecutionGraph, slots: list[PhysicalSlot]) -> dict[Executio
     for ev in eg.all_vertices():
         out[ev.id] = shared[ev.job_vertex.slot_sharing_group][ev.subtask_index]
     return out
+
+
+def least_resource_requirements(job_graph: JobGraph) -> list[ResourceRequirement]:
+    """What a job asks for: `job_resource_requirements`, and for a lazily scheduled job (blocking
+    exchanges) `min_count` = its widest pipelined region's slots per slot sharing group, because
+    later regions reuse the slots of earlier ones: it runs on a cluster that has that many."""
+    from runtime.graph.execution_graph import ExecutionGraph
+    from runtime.graph.job_graph import ResultPartitionType
+
+    full = job_resource_requirements(job_graph)
+    if not any(ds.result_type is ResultPartitionType.BLOCKING for v in job_graph.vertices for ds in v.produced_datasets):
+        return full
+    eg = ExecutionGraph(job_graph)
+    widest: dict[str, int] = {}
+    for region in eg.regions:
+        keys = {(eg.vertex(v).job_vertex.slot_sharing_group, v.subtask_index) for v in region.vertices}
+        for group in {g for g, _ in keys}:
+            widest[group] = max(widest.get(group, 0), sum(1 for g, _ in keys if g == group))
+    return [r.model_copy(update={"min_count": widest.get(r.slot_sharing_group, r.count)}) for r in full]

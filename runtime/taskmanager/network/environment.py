@@ -27,6 +27,7 @@ from runtime.rpc.deployment import (
     InputGateDeploymentDescriptor,
     ResultPartitionDeploymentDescriptor,
 )
+from runtime.taskmanager.network.blocking import BlockingInputChannel, BlockingResultPartition
 from runtime.taskmanager.network.client import ConnectionManager, RemoteInputChannel
 from runtime.taskmanager.network.input import InputChannel, InputGate, LocalInputChannel
 from runtime.taskmanager.network.partition import ResultPartition, ResultPartitionID, ResultPartitionManager
@@ -136,13 +137,21 @@ class NetworkEnvironment:
 
     # ---- producing ----------------------------------------------------------------------------
     def create_result_partition(
-        self, rpdd: ResultPartitionDeploymentDescriptor, attempt_id: str, key_selector: Any
-    ) -> tuple[ResultPartition, RecordWriter]:
+        self, rpdd: ResultPartitionDeploymentDescriptor, attempt_id: str, key_selector: Any, subtask_index: int = 0
+    ) -> tuple[ResultPartition | BlockingResultPartition, RecordWriter]:
         """Create and register the partition one producer attempt writes, with its writer.
-        `key_selector` is the unpickled selector (callable or field name) for HASH, else None."""
+        `key_selector` is the unpickled selector (callable or field name) for HASH, else None.
+        A blocking result (with its table) is written to files instead, and registered nowhere:
+        consumers read it once it is committed."""
         partitioner = create_partitioner(
             rpdd.partitioner.kind, key_selector, rpdd.num_subpartitions, rpdd.consumer_max_parallelism
         )
+        if rpdd.blocking_table_uri is not None:
+            blocking = BlockingResultPartition(
+                rpdd.partition_id, rpdd.dataset_id, rpdd.num_subpartitions, attempt_id, rpdd.blocking_table_uri, subtask_index
+            )
+            # no flusher: nobody reads the files before the producer finished
+            return blocking, RecordWriter(blocking, partitioner, self.config.buffer_records)  # type: ignore[arg-type]
         partition = ResultPartition(
             rpdd.partition_id, rpdd.num_subpartitions, self.config.capacity_per_subpartition, attempt_id
         )
@@ -170,7 +179,11 @@ class NetworkEnvironment:
         channels: list[InputChannel] = []
         for i, c in enumerate(igdd.channels):
             rpid = ResultPartitionID(c.partition_id, c.producer_attempt_id)
-            if c.producer.tm_id == self.tm_id:
+            if c.blocking_table_uri is not None:
+                channels.append(BlockingInputChannel(gate, i, rpid, c.subpartition_index, c.blocking_table_uri, c.blocking_files))
+            elif c.producer is None:
+                raise ValueError(f"input channel {i} of {gate.name}: no producer address and no blocking result files")
+            elif c.producer.tm_id == self.tm_id:
                 channels.append(LocalInputChannel(
                     gate, i, rpid, c.subpartition_index, self.partition_manager,
                     self.config.partition_request_timeout_s,

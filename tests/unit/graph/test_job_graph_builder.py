@@ -186,7 +186,7 @@ def test_coordinator_pickled_and_config_copied() -> None:
     jg = build_job_graph(generate_stream_graph([sink(s)], "job", 1, config={"x": True}))  # type: ignore[dict-item]
     assert cloudpickle.loads(jg.vertices[0].operators[0].coordinator_provider) == {"c": 1}
     assert jg.vertices[0].operators[1].coordinator_provider is None
-    assert jg.config == {"x": "true"}
+    assert jg.config == {"x": "true", "execution.runtime-mode": "STREAMING"}  # the resolved mode
 
 
 @pytest.mark.parametrize(

@@ -36,9 +36,15 @@ def test_format_plan() -> None:
     assert len(set(ids)) == 5 and all(len(i) == 32 for i in ids)
 
 
-def test_format_plan_batch_marks_blocking() -> None:
+def test_format_plan_batch_marks_blocking_and_regions() -> None:
     text = format_plan(windowed_sum("BATCH"))
     assert text.startswith("Job 'windowed_sum' (BATCH)") and "<- [1] HASH (blocking)" in text
+    assert text.endswith("Pipelined regions (scheduled lazily from the sources; blocking results in Delta):\n"
+                         "  region 1: vertices [1]\n  region 2: vertices [2]")
+    assert plan_summary(windowed_sum("BATCH"))["regions"] == [{"number": 1, "vertices": [1]}, {"number": 2, "vertices": [2]}]
+    # streaming: one region (the hash exchange is pipelined), not listed in the text
+    assert plan_summary(windowed_sum())["regions"] == [{"number": 1, "vertices": [1, 2]}]
+    assert "regions" not in format_plan(windowed_sum())
 
 
 def test_plan_summary() -> None:

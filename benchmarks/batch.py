@@ -1,0 +1,112 @@
+"""Batch benchmark: windowed_sum in BATCH and in STREAMING on Millrace, and as a Spark DataFrame job.
+
+All on one Spark session (local[N], N = --parallelism + 1): Millrace's TaskManagers run on its
+executors; the Spark job is the same computation written with DataFrames (generate, double,
+group by user and 1 s window, count and sum, write Delta). Each configuration runs once to warm up
+(JIT, imports, TaskManager launch) on --events/10, then is timed on --events; Millrace's cluster is
+closed before Spark's job runs, so the TaskManagers hold no executor core then. Every output is
+checked against the plain-Python reference. Prints one JSON line per configuration, then the ratio:
+
+    {"name", "events", "seconds", "events_per_s"}
+    {"batch_vs_spark": <Spark seconds / Millrace batch seconds>}
+
+    .venv/bin/python benchmarks/batch.py [--events 2000000] [--parallelism 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.jobs import windowed_sum
+from runtime.api.common import Configuration
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+
+
+def millrace_job(cluster: MiniCluster, mode: str, parallelism: int, events: int, out: Path, blocking_dir: Path) -> float:
+    conf = Configuration()
+    conf.set_string("execution.runtime-mode", mode)
+    conf.set_string("execution.batch.blocking-results.dir", str(blocking_dir))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    windowed_sum.build(env, events, str(out))
+    result = cluster.submit(env.get_job_graph(f"windowed_sum-{mode.lower()}")).get_job_execution_result(timeout=1800)
+    if result.status.value != "FINISHED":
+        raise RuntimeError(f"{mode} run ended {result.status.value}: {result.failure}")
+    return result.net_runtime_ms / 1000
+
+
+def spark_job(spark: Any, events: int, out: Path, partitions: int) -> float:
+    """windowed_sum as DataFrames: the same generator, doubling, window and aggregates, into Delta."""
+    from pyspark.sql import functions as F
+
+    start = time.perf_counter()
+    mod, base, size = windowed_sum.MODULUS, windowed_sum.BASE_TS_MS, windowed_sum.WINDOW_MS
+    i = F.col("id")
+    a = F.pmod(i * F.lit(1103515245) + F.lit(42), F.lit(mod))  # < 2**31: its square fits a long
+    df = (
+        spark.range(0, events, numPartitions=partitions)
+        .select(a.alias("a"), (F.lit(base) + i).alias("ts_ms"))
+        .select(F.pmod(F.col("a") * F.col("a"), F.lit(mod)).alias("x"), F.col("ts_ms"))
+        .select((F.col("x") % 10000).alias("user_id"), F.col("ts_ms"), ((F.col("x") / 10000).cast("long") % 100 * 2).alias("value"))
+        .groupBy("user_id", (F.col("ts_ms") - F.col("ts_ms") % size).alias("window_start"))
+        .agg(F.count(F.lit(1)).alias("count"), F.sum("value").alias("sum"))
+    )
+    df.write.format("delta").mode("overwrite").save(str(out))
+    return time.perf_counter() - start
+
+
+def check(path: Path, events: int) -> None:
+    from deltalake import DeltaTable
+
+    t = DeltaTable(str(path)).to_pyarrow_table()
+    got = {(u, w): (c, s) for u, w, c, s in zip(*(t.column(n).to_pylist() for n in windowed_sum.OUTPUT_COLUMNS))}
+    if len(got) != t.num_rows or got != windowed_sum.reference(events):
+        raise RuntimeError(f"{path}: the output differs from the reference")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the plain-Python reference")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
+
+    spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-batch-bench"))
+    spark.sparkContext.setLogLevel("ERROR")
+    results: dict[str, float] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="millrace-batch-bench-"))
+    try:
+        with MiniCluster(MiniClusterConfig(provider="spark", tm_log_level="WARNING"), spark=spark) as cluster:
+            for mode in ("BATCH", "STREAMING"):
+                out = tmp / f"millrace-{mode.lower()}"
+                millrace_job(cluster, mode, args.parallelism, max(1, args.events // 10), out, tmp / "blocking")  # warm-up
+                shutil.rmtree(out, ignore_errors=True)
+                results[f"millrace_{mode.lower()}"] = millrace_job(cluster, mode, args.parallelism, args.events, out, tmp / "blocking")
+                if not args.no_check:
+                    check(out, args.events)
+        out = tmp / "spark"
+        spark_job(spark, max(1, args.events // 10), out, args.parallelism)  # warm-up
+        shutil.rmtree(out, ignore_errors=True)
+        results["spark_dataframe"] = spark_job(spark, args.events, out, args.parallelism)
+        if not args.no_check:
+            check(out, args.events)
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    for name, seconds in results.items():
+        print(json.dumps({"name": name, "events": args.events, "seconds": round(seconds, 3), "events_per_s": round(args.events / seconds)}), flush=True)
+    print(json.dumps({"batch_vs_spark": round(results["spark_dataframe"] / results["millrace_batch"], 2),
+                      "batch_vs_streaming": round(results["millrace_streaming"] / results["millrace_batch"], 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

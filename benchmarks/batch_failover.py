@@ -1,0 +1,125 @@
+"""Batch failover: windowed_sum in BATCH mode, the TaskManager of a consumer task SIGKILLed mid-stage.
+
+Runs windowed_sum with `execution.runtime-mode: BATCH` (the key_by exchange is blocking: the source
+stage writes its output to Delta, the window stage reads it) on a MiniCluster whose TaskManagers
+run on Spark executors (or as local processes). As soon as a window (consumer) subtask runs, the
+TaskManager process it runs in is SIGKILLed; region failover restarts the consumer from the
+committed blocking results, so the producers never run again, even though the killed TaskManager
+may be the one that ran them. Checks the Delta table row for row against the plain-Python
+reference and prints one JSON line:
+
+    {"producer_subtasks", "producer_attempts", "consumer_subtasks", "consumer_attempts", "rows", "seconds", ...}
+
+(attempts summed over subtasks). Exits non-zero unless every producer subtask ran exactly once, at
+least one consumer ran twice, and the table equals the reference.
+
+    .venv/bin/python benchmarks/batch_failover.py --events 2000000 --output /tmp/batch-failover --provider spark
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # chaos.py beside it, also when loaded by a test
+from chaos import _details, check_output  # noqa: E402
+from pipelines.jobs import windowed_sum
+from runtime.api.common import Configuration
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.core.states import ExecutionState, JobStatus
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+
+log = logging.getLogger("batch_failover")
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
+    own_spark = spark is None and args.provider == "spark"
+    if own_spark:
+        from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
+
+        spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-batch-failover"))
+    for path in (args.output, args.output + "-blocking"):
+        if os.path.exists(path):
+            shutil.rmtree(path)
+    cluster = MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING", heartbeat_timeout_ms=5000), spark=spark).start()
+    try:
+        conf = Configuration()
+        conf.set_string("execution.runtime-mode", "BATCH")
+        conf.set_string("execution.batch.blocking-results.dir", args.output + "-blocking")
+        conf.set_string("restart-strategy.type", "fixed-delay")
+        conf.set_string("restart-strategy.fixed-delay.attempts", "3")
+        conf.set_string("restart-strategy.fixed-delay.delay", "200 ms")
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(args.parallelism)
+        windowed_sum.build(env, args.events, args.output, per_record=args.per_record)
+        start = time.monotonic()
+        client = cluster.submit(env.get_job_graph("windowed_sum-batch-failover"))
+        killed: str | None = None
+        while killed is None and client.get_job_status() not in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
+            consumers = _details(cluster, client.job_id).vertices[1:]  # [0]: the source stage
+            running = [s for v in consumers for s in v.subtasks if s.state is ExecutionState.RUNNING and s.tm_id]
+            if not running:
+                time.sleep(0.01)
+                continue
+            victim = next((t for t in cluster.task_managers() if t.tm_id == running[0].tm_id and t.pid), None)
+            if victim is None:
+                time.sleep(0.01)
+                continue
+            os.kill(victim.pid, signal.SIGKILL)
+            killed = victim.tm_id
+            log.warning("killed TaskManager %s (pid %d) running consumer subtask %d", victim.tm_id, victim.pid, running[0].subtask_index)
+        result = client.get_job_execution_result(timeout=900)
+        seconds = time.monotonic() - start
+        details = _details(cluster, client.job_id)
+        producers = details.vertices[0].subtasks  # the source stage, then the window stage
+        consumers = [s for v in details.vertices[1:] for s in v.subtasks]
+        return {
+            "producer_subtasks": len(producers),
+            "producer_attempts": sum(s.attempt_number + 1 for s in producers),
+            "consumer_subtasks": len(consumers),
+            "consumer_attempts": sum(s.attempt_number + 1 for s in consumers),
+            **check_output(args.output, args.events),
+            "seconds": round(seconds, 2),
+            "killed_task_manager": killed,
+            # the killed TaskManager had run a producer: its output was read from Delta afterwards
+            "killed_a_producers_task_manager": any(s.tm_id == killed for s in producers),
+            "status": result.status.value,
+            "blocking_results_left": os.path.exists(os.path.join(args.output + "-blocking", client.job_id)),
+        }
+    finally:
+        cluster.close()
+        if own_spark:
+            spark.stop()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--output", required=True, help="path of the output Delta table (replaced)")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--provider", choices=["spark", "local"], default="spark")
+    parser.add_argument("--per-record", action="store_true", help="the per-record job")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    out = run(args)
+    print(json.dumps(out), flush=True)
+    ok = (
+        out["status"] == "FINISHED" and out["producer_attempts"] == out["producer_subtasks"]
+        and out["consumer_attempts"] > out["consumer_subtasks"]
+        and not (out["duplicate_keys"] or out["missing_keys"] or out["wrong_values"])
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
