@@ -89,7 +89,7 @@ class Scheduler:
         self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
         self.checkpoint_config = CheckpointCoordinatorConfiguration.from_config(job_graph.config, self.job_id)
         self.failover_strategy = failover_strategy_from_config(
-            job_graph.config, self.partitions.is_committed if self.partitions is not None else None
+            job_graph.config, self._blocking_partition_available if self.partitions is not None else None
         )
         self.restart_strategy = restart_strategy_from_config(job_graph.config, self.checkpoint_config.enabled, clock=clock)
         self.checkpoints: CheckpointCoordinator | None = None
@@ -117,6 +117,16 @@ class Scheduler:
         self._restart_generation = 0
         self._restored_checkpoint: Any = None
         self.archived: m.JobDetailsMessage | None = None
+
+    def _blocking_partition_available(self, partition_id: str) -> bool:
+        """Region failover's view (Flink: the partition tracker's): a blocking partition is there if it is
+        committed, or its producer will still produce it (not started yet, running, or finished with its
+        commit in flight); only a failed or cancelled producer's partition must be produced again."""
+        assert self.partitions is not None
+        if self.partitions.is_committed(partition_id):
+            return True
+        producer = self.eg.vertex(self.eg.partition(partition_id).producer).execution_state
+        return producer not in (ExecutionState.FAILED, ExecutionState.CANCELED, ExecutionState.CANCELING)
 
     def _log(self, level: int, msg: str, *args: Any) -> None:
         log.log(level, f"[JobMaster {self.job_id} '{self.job_graph.job_name}'] {msg}", *args)
@@ -347,6 +357,7 @@ class Scheduler:
         subtask), then schedule the regions that were waiting for them. A failed commit fails the
         producer: its region runs again (its files are not read by anyone)."""
         from runtime.storage.blocking_results import commit_partition, committed_files, delete_files
+        from runtime.storage.delta_commit import CommitOutcomeUnknownError
 
         tracker = self.partitions
         assert tracker is not None
@@ -365,6 +376,10 @@ class Scheduler:
                 committed.append(p.partition_id)
         except Exception as e:  # noqa: BLE001 - the producer's output is not usable: it runs again
             self._log(logging.WARNING, "committing the blocking results of %s failed: %s", ev.task_name_with_subtask, e)
+            if not isinstance(e, CommitOutcomeUnknownError):  # nothing references them: remove (else the re-run's commit decides)
+                for p in produced:
+                    if not tracker.is_committed(p.partition_id):
+                        await self._run_io(delete_files, tracker.table_uri(p.dataset_id), [f.path for f in p.files])
             if ev.current_execution.attempt_id == attempt_id and self.status.state is JobStatus.RUNNING:
                 self._handle_failure([ev], m.ErrorInfo.from_exception(e, task=ev.task_name_with_subtask))
             return
@@ -447,6 +462,12 @@ class Scheduler:
             entry.concurrent.append(error)
 
     def _restart(self, vertices: set[ExecutionVertexID], delay_s: float) -> None:
+        if self.partitions is not None:
+            # lazily scheduled: a region that was never scheduled (waiting for its inputs) has nothing
+            # to restart; the strategy schedules it when its inputs are committed
+            vertices = {v for v in vertices if self.eg.vertex(v).execution_state is not ExecutionState.CREATED}
+            if not vertices:
+                return
         self._pending_restart |= vertices
         is_global = len(self._pending_restart) == len(self.eg.all_vertices())
         self._log(

@@ -160,6 +160,7 @@ def test_a_killed_consumer_task_manager_restarts_only_the_consumer(tmp_path: Pat
     assert out["status"] == "FINISHED", out
     assert out["producer_attempts"] == out["producer_subtasks"] == 2, out
     assert out["consumer_attempts"] > out["consumer_subtasks"], out
+    assert out["killed_a_producers_task_manager"], out  # the producer's output was read from Delta afterwards
     assert out["duplicate_keys"] == out["missing_keys"] == out["wrong_values"] == 0, out
     assert not out["blocking_results_left"]
 
@@ -186,3 +187,53 @@ def test_keyed_sum_in_batch_emits_each_keys_final_value_once(mini_cluster: MiniC
     for k, v in rows:
         expected[k] = expected.get(k, 0) + v
     assert got == sorted(expected.items())
+
+
+def test_millrace_run_runtime_mode_batch(tmp_path: Path) -> None:
+    """`millrace run --runtime-mode batch` (embedded, local processes): the plan says BATCH, the table is the reference."""
+    import subprocess
+    import sys
+
+    from pipelines.jobs import windowed_sum
+
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, MILLRACE_HOME=str(tmp_path / "home"), MILLRACE_WAREHOUSE=str(tmp_path / "warehouse"))
+    out = str(tmp_path / "out")
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "run", "--runtime-mode", "batch", "--provider", "local", "-p", "2",
+         "pipelines/jobs/windowed_sum.py", "--events", "20000", "--output", out],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(BATCH)" in proc.stdout and "HASH (blocking)" in proc.stdout, proc.stdout
+    assert read_windowed_sum(out) == windowed_sum.reference(20_000)
+    assert not any((tmp_path / "warehouse" / "_blocking").glob("*/*")), "blocking results left behind"
+
+
+def test_a_failed_commit_of_blocking_results_reruns_only_that_producer(mini_cluster: MiniCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JobMaster runs in this process: its first commit of producer subtask 0's files fails."""
+    import runtime.storage.blocking_results as br
+    from pipelines.jobs import windowed_sum
+
+    real, failed = br.commit_partition, []
+
+    def flaky(table_uri: str, producer_subtask: int, files: list) -> bool:
+        if producer_subtask == 0 and not failed:
+            failed.append(table_uri)
+            raise br.StorageError(f"injected: commit to {table_uri} failed")
+        return real(table_uri, producer_subtask, files)
+
+    monkeypatch.setattr(br, "commit_partition", flaky)
+    n, out = 30_000, str(tmp_path / "out")
+    env = batch_env(tmp_path, 2, **{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "100 ms"})
+    windowed_sum.build(env, n, out)
+    client = mini_cluster.submit(env.get_job_graph("windowed_sum"))
+    result = client.get_job_execution_result(timeout=180)
+    assert result.status is JobStatus.FINISHED, result.failure
+    assert failed and read_windowed_sum(out) == windowed_sum.reference(n)
+    details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
+    producers, consumers = details.vertices
+    assert [s.attempt_number for s in producers.subtasks] == [1, 0]  # only the producer whose commit failed ran again
+    assert [s.attempt_number for s in consumers.subtasks] == [0, 0]  # its consumers had not started
+    # the failed attempt's files were removed; the job's results went with it
+    assert not (tmp_path / "blocking" / client.job_id).exists()
