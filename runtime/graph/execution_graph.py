@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from runtime.core.errors import IllegalStateTransitionError
+from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.core.states import ExecutionState, execution_state_machine
 from runtime.graph.job_graph import (
     DistributionPattern,
@@ -280,10 +281,40 @@ class ExecutionGraph:
         inputs = [ConsumedInput(edge.dataset_id, edge.target_node_id, edge.type_number) for _ in consumer.task_vertices]
         for ev, ci in zip(consumer.task_vertices, inputs):
             ev.consumed_inputs.append(ci)
-        if edge.distribution_pattern is DistributionPattern.ALL_TO_ALL:
+        if edge.distribution_pattern is DistributionPattern.ALL_TO_ALL and consumer.job_vertex.dynamic_parallelism:
+            _connect_key_group_ranges(consumer.task_vertices, result, inputs, consumer.max_parallelism)
+        elif edge.distribution_pattern is DistributionPattern.ALL_TO_ALL:
             _connect_all_to_all(consumer.task_vertices, result, inputs)
         else:
             _connect_pointwise(consumer.task_vertices, result, inputs)
+
+    def set_parallelism(self, job_vertex_id: str, parallelism: int) -> None:
+        """Adaptive batch: give a vertex whose parallelism is decided at runtime (JobVertex.dynamic_parallelism)
+        its parallelism, before any of its subtasks was scheduled (Flink: initializing a dynamic
+        ExecutionJobVertex). Its subtasks are created anew and read their key-group ranges."""
+        ejv = self._job_vertices[job_vertex_id]
+        jv = ejv.job_vertex
+        if not jv.dynamic_parallelism:
+            raise ValueError(f"job {self.job_id}: the parallelism of vertex '{jv.name}' is not decided at runtime")
+        if jv.produced_datasets:
+            raise ValueError(f"job {self.job_id}: vertex '{jv.name}' produces results; only a last stage is rescaled here")
+        if not 1 <= parallelism <= jv.max_parallelism:
+            raise ValueError(f"job {self.job_id}: vertex '{jv.name}': parallelism {parallelism} not in 1..{jv.max_parallelism}")
+        if any(ev.execution_state is not ExecutionState.CREATED for ev in ejv.task_vertices):
+            raise ValueError(f"job {self.job_id}: vertex '{jv.name}' has started: its parallelism is fixed")
+        old = {ev.id for ev in ejv.task_vertices}
+        for vid in old:
+            del self._vertices[vid]
+        for edge in jv.inputs:
+            for p in self.results[edge.dataset_id].partitions:
+                p.consumers = [c for c in p.consumers if c not in old]
+        jv.parallelism = parallelism
+        clock = ejv.task_vertices[0]._clock if ejv.task_vertices else time.time
+        ejv.task_vertices = [ExecutionVertex(jv, i, clock) for i in range(parallelism)]
+        self._vertices.update((ev.id, ev) for ev in ejv.task_vertices)
+        for edge in jv.inputs:
+            self._connect(ejv, edge)
+        self._regions = self._region_of = None
 
 
 def _set_subpartitions(partition: IntermediateResultPartition, n: int) -> None:
@@ -305,6 +336,21 @@ def _connect_all_to_all(
         p.consumers.extend(ev.id for ev in consumers)
     for ev, ci in zip(consumers, inputs):
         ci.partitions.extend(ConsumedPartition(p.partition_id, p.producer, ev.subtask_index) for p in result.partitions)
+
+
+def _connect_key_group_ranges(
+    consumers: list[ExecutionVertex], result: IntermediateResult, inputs: list[ConsumedInput], max_parallelism: int
+) -> None:
+    """A consumer whose parallelism is decided at runtime: every producer writes one subpartition per
+    key group (max parallelism), and consumer i reads the subpartitions of its key-group range, so
+    any parallelism reads the same data (Flink's adaptive batch: subpartition ranges)."""
+    n = len(consumers)
+    for p in result.partitions:
+        _set_subpartitions(p, max_parallelism)
+        p.consumers.extend(ev.id for ev in consumers)
+    for ev, ci in zip(consumers, inputs):
+        key_groups = compute_key_group_range_for_operator_index(max_parallelism, n, ev.subtask_index)
+        ci.partitions.extend(ConsumedPartition(p.partition_id, p.producer, kg) for p in result.partitions for kg in key_groups)
 
 
 def _connect_pointwise(

@@ -106,6 +106,9 @@ class JobVertex(_Model):
     inputs: list[JobEdge] = Field(default_factory=list)
     produced_datasets: list[IntermediateDataSet] = Field(default_factory=list)
     resources: ResourceSpec | None = None
+    # adaptive batch: the scheduler decides the parallelism from the bytes of the (blocking) inputs
+    # once they are committed; `parallelism` is the upper bound until then
+    dynamic_parallelism: bool = False
 
     @property
     def operator_names(self) -> list[str]:

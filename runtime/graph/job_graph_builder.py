@@ -138,6 +138,29 @@ def _merge_resources(nodes: list[StreamNode]) -> ResourceSpec | None:
     return _sum_specs(specs) if specs else None
 
 
+ADAPTIVE_ENABLED_KEY = "execution.batch.adaptive.auto-parallelism.enabled"
+# exchanges a consumer of any parallelism can read as ranges of key-group subpartitions
+_RANGE_READABLE = frozenset({PartitionerKind.HASH, PartitionerKind.REBALANCE, PartitionerKind.SHUFFLE})
+
+
+def _adaptive(stream_graph: StreamGraph, nodes: list[StreamNode], inputs: list[JobEdge], datasets: dict[str, IntermediateDataSet], vid: str) -> bool:
+    """Whether the adaptive batch scheduler decides this vertex's parallelism (Flink: a vertex whose
+    parallelism the user did not set). Here: every operator's parallelism is the default, every
+    input is a blocking all-to-all exchange read by key-group ranges (hash, rebalance, shuffle),
+    and it produces no exchange of its own (the last stage of a job)."""
+    if str(stream_graph.config.get(ADAPTIVE_ENABLED_KEY, "true")).strip().lower() != "true":
+        return False
+    if not inputs or any(n.parallelism_configured for n in nodes):
+        return False
+    if any(d.producer_vertex_id == vid for d in datasets.values()):
+        return False
+    return all(
+        datasets[e.dataset_id].result_type is ResultPartitionType.BLOCKING and e.distribution_pattern is DistributionPattern.ALL_TO_ALL
+        and datasets[e.dataset_id].partitioner.kind in _RANGE_READABLE
+        for e in inputs
+    )
+
+
 def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> JobGraph:
     """Chain operators and wire the network exchanges (Flink's StreamingJobGraphGenerator.createJobGraph)."""
     chains = compute_chains(stream_graph)
@@ -227,6 +250,7 @@ def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> Job
                 inputs=inputs_of.get(head, []),
                 produced_datasets=[d for d in datasets.values() if d.producer_vertex_id == vid],
                 resources=_merge_resources(nodes),
+                dynamic_parallelism=batch and _adaptive(stream_graph, nodes, inputs_of.get(head, []), datasets, vid),
             )
         )
 

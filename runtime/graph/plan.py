@@ -28,6 +28,7 @@ def plan_summary(job_graph: JobGraph) -> dict[str, Any]:
                 # the ids state is stored under (savepoints match operators by them)
                 "operator_ids": [{"name": op.name, "operator_id": op.operator_id, "uid": op.uid} for op in v.operators],
                 "parallelism": v.parallelism,
+                "dynamic_parallelism": v.dynamic_parallelism,  # adaptive batch: decided from the data, at most `parallelism`
                 "max_parallelism": v.max_parallelism,
                 "slot_sharing_group": v.slot_sharing_group,
                 "inputs": [
@@ -56,10 +57,8 @@ def format_plan(job_graph: JobGraph) -> str:
     slots = s["slots_required"]
     lines = [f"Job '{s['job_name']}' ({s['job_type']}), {slots} slot{'s' if slots != 1 else ''} needed"]
     for v in s["vertices"]:
-        lines.append(
-            f"  [{v['number']}] {v['name']}   parallelism {v['parallelism']}, "
-            f"slot sharing group '{v['slot_sharing_group']}'"
-        )
+        parallelism = f"parallelism from the data, at most {v['parallelism']}" if v["dynamic_parallelism"] else f"parallelism {v['parallelism']}"
+        lines.append(f"  [{v['number']}] {v['name']}   {parallelism}, slot sharing group '{v['slot_sharing_group']}'")
         for op in v["operator_ids"]:
             uid = "uid" if op["uid"] is not None and op["uid"] == op["operator_id"] else "generated"
             lines.append(f"      operator '{op['name']}': id {op['operator_id']} ({uid})")

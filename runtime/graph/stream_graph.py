@@ -28,6 +28,7 @@ class StreamNode:
     parallelism: int
     max_parallelism: int
     slot_sharing_group: str = "default"
+    parallelism_configured: bool = False  # set by the user on the operator (else the default: adaptive batch may decide it)
     chaining_strategy: ChainingStrategy = ChainingStrategy.ALWAYS
     uid: str | None = None
     uid_hash: str | None = None

@@ -200,6 +200,7 @@ def _make_node(
         operator_factory=t.operator_factory,
         parallelism=parallelism,
         max_parallelism=node_max,
+        parallelism_configured=bool(getattr(t, "parallelism_configured", False)),
         slot_sharing_group=_slot_sharing_group(t.slot_sharing_group, input_node_ids, graph),
         chaining_strategy=t.chaining_strategy,
         uid=t.uid,

@@ -40,6 +40,8 @@ from runtime.state.backend import PANE_KIND
 
 PANE_STATE = "__window_panes__"
 _COMPACT_AFTER_CHUNKS = 16  # bounds memory and final-combine cost per pane
+_MANY_WINDOWS = 8  # a batch spanning more windows is aggregated in one pass (not window by window)
+_SPILL_ROWS = 1 << 21  # spilled (window, key) partials distributed to panes at the latest then
 
 
 def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -113,6 +115,9 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         self.allowed_lateness = int(allowed_lateness) if self.event_time else 0
         self._windows_per_row = -(-self.size // self.slide)
         self._panes: dict[int, _Pane] = {}
+        # partials of batches that span many windows, not yet in their panes: (window starts, keys, partials)
+        self._spill: list[tuple[np.ndarray, np.ndarray, list[np.ndarray]]] = []
+        self._spill_rows = 0
         self.num_late_records_dropped = 0
         self._out_cols = (key_field, "window_start", "window_end", *aggregate.names)
         if len(set(self._out_cols)) != len(self._out_cols):
@@ -201,38 +206,89 @@ class ColumnarWindowAggregateOperator(StreamOperator):
                 if len(ws) == 0:
                     return
 
-        # per window start: one sort of the keys, partial aggregates by reduceat
-        wmin, wmax = int(ws.min()), int(ws.max())
-        if wmin == wmax:
-            groups: list[tuple[int, np.ndarray | None]] = [(wmin, idx)]
-        else:
-            o = np.argsort(ws, kind="stable")
-            sws = ws[o]
-            bounds = np.flatnonzero(sws[1:] != sws[:-1]) + 1
-            rows_sorted = o if idx is None else idx[o]
-            groups = [
-                (int(sws[b0]), rows_sorted[b0:b1])
-                for b0, b1 in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [len(sws)])).tolist())
-            ]
         agg = self.aggregate
         refire: list[tuple[int, np.ndarray]] = []
-        for w, rows in groups:
-            k_sub = keys if rows is None else keys[rows]
-            order, starts, uniq = _group(k_sub)
-            full_order = order if rows is None else rows[order]
-            partials = agg.partial_sorted(cb.columns, full_order, starts, len(k_sub))
-            pane = self._panes.get(w)
-            if pane is None:
-                pane = self._panes[w] = _Pane()
-                if not self.event_time:
-                    self._register_processing_timer(w + size - 1)
-            pane.add(uniq, partials)
-            if pane.fired:
-                refire.append((w, uniq))
-            elif len(pane.keys) > _COMPACT_AFTER_CHUNKS:
-                pane.consolidate(agg)
+        wmin, wmax = int(ws.min()), int(ws.max())
+        if wmin != wmax and keys.dtype.kind in "iufbU" and (wmax - wmin) // slide >= _MANY_WINDOWS:
+            # rows of many windows (a batch exchange's key-group subpartition spans the whole input):
+            # one sort by (window start, key) and one reduceat for all of them, then slices per window
+            rows_all = np.arange(n) if idx is None else idx
+            k_all = keys[rows_all]
+            o = np.lexsort((k_all, ws))
+            sws, sk = ws[o], k_all[o]
+            flag = np.empty(len(o), dtype=bool)
+            flag[0] = True
+            np.not_equal(sws[1:], sws[:-1], out=flag[1:])
+            flag[1:] |= sk[1:] != sk[:-1]
+            starts = np.flatnonzero(flag)
+            partials = agg.partial_sorted(cb.columns, rows_all[o], starts, len(o))
+            if self.event_time and not self.allowed_lateness:
+                # no row can reach a fired window (it would be late): the partials wait as they are
+                # and go to their panes in one pass before anything reads the panes
+                self._spill.append((sws[starts], sk[starts], partials))
+                self._spill_rows += len(starts)
+                if self._spill_rows >= _SPILL_ROWS:
+                    self._distribute()
+                return
+            self._add_by_window(sws[starts], sk[starts], partials, refire)
+        else:
+            # per window start: one sort of the keys, partial aggregates by reduceat
+            if wmin == wmax:
+                groups: list[tuple[int, np.ndarray | None]] = [(wmin, idx)]
+            else:
+                o = np.argsort(ws, kind="stable")
+                sws = ws[o]
+                wb = np.flatnonzero(sws[1:] != sws[:-1]) + 1
+                rows_sorted = o if idx is None else idx[o]
+                groups = [
+                    (int(sws[b0]), rows_sorted[b0:b1])
+                    for b0, b1 in zip(np.concatenate(([0], wb)).tolist(), np.concatenate((wb, [len(sws)])).tolist())
+                ]
+            for w, rows in groups:
+                k_sub = keys if rows is None else keys[rows]
+                order, starts, uniq = _group(k_sub)
+                full_order = order if rows is None else rows[order]
+                self._add_partials(w, uniq, agg.partial_sorted(cb.columns, full_order, starts, len(k_sub)), refire)
         if refire:
             self._emit([self._result(w, only_keys=k) for w, k in refire])
+
+    def _add_by_window(self, ws: np.ndarray, keys: np.ndarray, partials: list[np.ndarray], refire: list[tuple[int, np.ndarray]]) -> None:
+        """Partials of (window start, key) groups sorted by window start, then key: one pane add per window."""
+        bounds = np.flatnonzero(np.concatenate(([True], ws[1:] != ws[:-1]))).tolist() + [len(ws)]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            self._add_partials(int(ws[a]), keys[a:b], [p[a:b] for p in partials], refire)
+
+    def _distribute(self) -> None:
+        """Spilled partials of many windows into their panes: one sort and combine over all of them."""
+        if not self._spill:
+            return
+        chunks, self._spill, self._spill_rows = self._spill, [], 0
+        ws = np.concatenate([c[0] for c in chunks])
+        keys = np.concatenate([c[1] for c in chunks])
+        parts = [np.concatenate([c[2][i] for c in chunks]) for i in range(len(self.aggregate.specs))]
+        order = np.lexsort((keys, ws))
+        sws, sk = ws[order], keys[order]
+        flag = np.empty(len(order), dtype=bool)
+        flag[0] = True
+        np.not_equal(sws[1:], sws[:-1], out=flag[1:])
+        flag[1:] |= sk[1:] != sk[:-1]
+        starts = np.flatnonzero(flag)
+        combined = self.aggregate.combine_sorted(parts, order, starts)
+        refire: list[tuple[int, np.ndarray]] = []
+        self._add_by_window(sws[starts], sk[starts], combined, refire)
+        assert not refire  # spilled only without allowed lateness: no fired window gets rows
+
+    def _add_partials(self, w: int, uniq: np.ndarray, partials: list[np.ndarray], refire: list[tuple[int, np.ndarray]]) -> None:
+        pane = self._panes.get(w)
+        if pane is None:
+            pane = self._panes[w] = _Pane()
+            if not self.event_time:
+                self._register_processing_timer(w + self.size - 1)
+        pane.add(uniq, partials)
+        if pane.fired:
+            refire.append((w, uniq))
+        elif len(pane.keys) > _COMPACT_AFTER_CHUNKS:
+            pane.consolidate(self.aggregate)
 
     # firing ----------------------------------------------------------------------------------
     def _result(self, w: int, only_keys: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -264,6 +320,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
 
     def _fire_until(self, time: int) -> None:
         """Fire windows whose end - 1 <= time; drop those past their cleanup time."""
+        self._distribute()
         size, lateness = self.size, self.allowed_lateness
         due = sorted(w for w, p in self._panes.items() if not p.fired and w + size - 1 <= time)
         parts = []
@@ -289,6 +346,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
 
     @property
     def pending_windows(self) -> list[int]:
+        self._distribute()
         return sorted(self._panes)
 
     # checkpoints (runtime.core.checkpoint) -----------------------------------------------------
@@ -309,6 +367,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         afterwards, so holding them pins them). The supplier builds the entries of a window with
         one sort by key group and one tolist() per column, then cuts them into key groups.
         """
+        self._distribute()
         panes = [(w, *pane.consolidate(self.aggregate), pane.fired) for w, pane in self._panes.items()]
         key_groups = self._key_groups
 

@@ -8,6 +8,8 @@ failover never re-runs a producer whose partitions are here.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.rpc.messages import ProducedBlockingPartition
 from runtime.storage.blocking_results import result_table_uri
@@ -19,6 +21,9 @@ class BlockingPartitionTracker:
         self.results_dir = results_dir
         self._committed: dict[str, ProducedBlockingPartition] = {}
         self._attempts: dict[str, str] = {}  # partition id -> the producer attempt whose files were committed
+        # commits to a result's table one at a time: producers finishing together must not race
+        # (creating the table and appending to it concurrently conflict in Delta)
+        self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"blocking-results-{execution_graph.job_id[:8]}")
 
     def table_uri(self, dataset_id: str) -> str:
         return result_table_uri(self.results_dir, dataset_id)
@@ -43,3 +48,7 @@ class BlockingPartitionTracker:
 
     def __len__(self) -> int:
         return len(self._committed)
+
+    def shutdown(self) -> None:
+        self.io.shutdown(wait=False)
+

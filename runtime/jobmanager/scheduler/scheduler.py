@@ -83,6 +83,12 @@ class Scheduler:
             self.partitions = BlockingPartitionTracker(self.eg, job_results_dir(job_graph.config, self.job_id))
             self.strategy = PipelinedRegionSchedulingStrategy(self.eg, self.partitions.is_committed)
         self.allocator = ExecutionSlotAllocator(self.eg, self.slot_pool, reuse_slots=has_blocking)
+        # adaptive batch: vertices whose parallelism is decided from their inputs' bytes (upper bound until then)
+        from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchOptions
+
+        self.adaptive = AdaptiveBatchOptions.from_config(job_graph.config)
+        self._upper = {jv.id: jv.parallelism for jv in job_graph.vertices if jv.dynamic_parallelism}
+        self._decided: set[str] = set()
         # a lazily scheduled job runs with fewer slots than its parallelism (min_count)
         self.resource_requirements = least_resource_requirements(job_graph)
         self.slots_needed = sum(r.count for r in self.resource_requirements)
@@ -362,16 +368,20 @@ class Scheduler:
         tracker = self.partitions
         assert tracker is not None
         committed: list[str] = []
+
+        async def io(fn: Callable[..., Any], *args: Any) -> Any:
+            return await self.host.loop.run_in_executor(tracker.io, fn, *args)
+
         try:
             for p in produced:
                 table = tracker.table_uri(p.dataset_id)
                 if tracker.is_committed(p.partition_id):  # an earlier attempt's files are the result
-                    await self._run_io(delete_files, table, [f.path for f in p.files])
+                    await io(delete_files, table, [f.path for f in p.files])
                     continue
-                if not await self._run_io(commit_partition, table, ev.subtask_index, p.files):
+                if not await io(commit_partition, table, ev.subtask_index, p.files):
                     # committed before by an attempt this JobMaster does not remember: those files are the result
-                    await self._run_io(delete_files, table, [f.path for f in p.files])
-                    p = p.model_copy(update={"files": await self._run_io(committed_files, table, ev.subtask_index)})
+                    await io(delete_files, table, [f.path for f in p.files])
+                    p = p.model_copy(update={"files": await io(committed_files, table, ev.subtask_index)})
                 tracker.mark_committed(p, attempt_id)
                 committed.append(p.partition_id)
         except Exception as e:  # noqa: BLE001 - the producer's output is not usable: it runs again
@@ -379,14 +389,40 @@ class Scheduler:
             if not isinstance(e, CommitOutcomeUnknownError):  # nothing references them: remove (else the re-run's commit decides)
                 for p in produced:
                     if not tracker.is_committed(p.partition_id):
-                        await self._run_io(delete_files, tracker.table_uri(p.dataset_id), [f.path for f in p.files])
+                        await io(delete_files, tracker.table_uri(p.dataset_id), [f.path for f in p.files])
             if ev.current_execution.attempt_id == attempt_id and self.status.state is JobStatus.RUNNING:
                 self._handle_failure([ev], m.ErrorInfo.from_exception(e, task=ev.task_name_with_subtask))
             return
         if committed:
             self._log(logging.INFO, "%s: blocking partitions committed: %s", ev.task_name_with_subtask, ", ".join(committed))
         if self.status.state is JobStatus.RUNNING:
+            self._decide_parallelism()
             self._schedule(self.strategy.on_partitions_committed(committed))
+
+    def _decide_parallelism(self) -> None:
+        """Adaptive batch: a vertex whose parallelism is decided at runtime gets it once every result it
+        reads is committed, from the bytes of those results (Flink: AdaptiveBatchScheduler)."""
+        tracker = self.partitions
+        if tracker is None:
+            return
+        for ejv in self.eg.job_vertices:
+            jv = ejv.job_vertex
+            if not jv.dynamic_parallelism or jv.id in self._decided:
+                continue
+            inputs = [self.eg.results[e.dataset_id] for e in jv.inputs]
+            if not all(tracker.is_committed(p.partition_id) for r in inputs for p in r.partitions):
+                continue
+            volume = sum(tracker.bytes_of_dataset(r.id) for r in inputs)
+            p = self.adaptive.decide(volume, self._upper[jv.id], jv.max_parallelism)
+            self._decided.add(jv.id)
+            if p != jv.parallelism:
+                self.eg.set_parallelism(jv.id, p)
+                self.allocator.refresh()
+                for op in jv.operators:  # e.g. the Delta sink's coordinator waits for every subtask's files
+                    coord = self.coordinators.get(op.node_id)
+                    if coord is not None and hasattr(coord, "parallelism"):
+                        coord.parallelism = p
+            self._log(logging.INFO, "adaptive batch: '%s' reads %.1f MB: parallelism %d (bound %d)", jv.name, volume / 1e6, p, self._upper[jv.id])
 
     def task_manager_lost(self, tm_id: str, cause: str) -> None:
         lost = self.slot_pool.release_task_manager(tm_id)
@@ -758,7 +794,7 @@ class Scheduler:
         if self.partitions is not None:
             from runtime.storage.blocking_results import remove_job_results
 
-            await self._run_io(remove_job_results, self.partitions.results_dir)
+            await self.host.loop.run_in_executor(self.partitions.io, remove_job_results, self.partitions.results_dir)
         self._finalize(JobStatus.FINISHED)
 
     def _finalize(self, status: JobStatus) -> None:
@@ -774,11 +810,12 @@ class Scheduler:
                 self._log(logging.WARNING, "coordinator close failed")
         if self.checkpoints is not None:
             self.checkpoints.shutdown()
-        if self.partitions is not None and status is not JobStatus.FINISHED:
+        if self.partitions is not None:
             from runtime.storage.blocking_results import remove_job_results
 
-            # a job's blocking results go with it (a FINISHED job removed them before this)
-            self.host.loop.run_in_executor(None, remove_job_results, self.partitions.results_dir)
+            if status is not JobStatus.FINISHED:  # a job's blocking results go with it (a FINISHED job removed them before this)
+                self.partitions.io.submit(remove_job_results, self.partitions.results_dir)
+            self.partitions.shutdown()
         self._set_status(status)
         self.archived = self.job_details()
         self.host.spawn(self.host.release_resources())

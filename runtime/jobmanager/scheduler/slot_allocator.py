@@ -34,7 +34,12 @@ class ExecutionSlotAllocator:
         self.reuse_slots = reuse_slots
         self._members: dict[SharedSlotKey, list[ExecutionVertexID]] = {}
         self._placed: set[str] = set()  # attempt ids that got a slot
-        for ev in execution_graph.all_vertices():
+        self.refresh()
+
+    def refresh(self) -> None:
+        """The execution graph's subtasks changed (adaptive batch decided a parallelism)."""
+        self._members = {}
+        for ev in self.eg.all_vertices():
             self._members.setdefault(self._key(ev.id), []).append(ev.id)
 
     def _in_use(self, key: SharedSlotKey) -> bool:

@@ -56,9 +56,14 @@ class PipelinedRegionSchedulingStrategy:
     def __init__(self, execution_graph: ExecutionGraph, is_committed: Callable[[str], bool]) -> None:
         self._eg = execution_graph
         self._is_committed = is_committed
-        self._order = {ev.id: i for i, ev in enumerate(execution_graph.all_vertices())}
-        self._regions = sorted(execution_graph.regions, key=lambda r: min(self._order[v] for v in r.vertices))
         self._scheduled: set[PipelinedRegion] = set()
+
+    @property
+    def _regions(self) -> list[PipelinedRegion]:
+        # from the graph each time: adaptive batch changes a vertex's subtasks (and so its regions)
+        order = {ev.id: i for i, ev in enumerate(self._eg.all_vertices())}
+        self._order = order
+        return sorted(self._eg.regions, key=lambda r: min(order[v] for v in r.vertices))
 
     def _ready(self, region: PipelinedRegion) -> bool:
         return all(self._is_committed(p) for p in region.consumed_blocking_partitions)

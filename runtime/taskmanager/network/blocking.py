@@ -4,11 +4,13 @@ Flink: BoundedBlockingResultPartition / BoundedBlockingSubpartition and the cons
 them; here the files are a Delta table's (runtime.storage.blocking_results) instead of the
 producer's local disk, so nothing needs the producer's TaskManager once its files are committed.
 
-Every element the producer sends is stored as its data-plane frame payload (record batches and
-watermarks; the end-of-input watermark too, so event-time windows fire at the consumer exactly as
-in a pipelined run). EndOfPartition is not stored: a channel ends when its files do. A blocking
-partition never backpressures (it is written as fast as the disk takes it) and nobody reads it
-while it is being written.
+Record batches are stored as their data-plane frame payloads. Of the watermarks, only each
+subpartition's last one is stored, after its records (Flink's BATCH mode has no watermarks but the
+one at the end of input: event-time windows and timers fire then, with no late data). With one
+subpartition per key group (adaptive batch), storing every watermark would multiply them by 128.
+EndOfPartition is not stored: a channel ends when its files do. A blocking partition never
+backpressures (it is written as fast as the disk takes it) and nobody reads it while it is being
+written.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import time
 from typing import Iterator
 
 from runtime.core.checkpoint import CheckpointBarrier
-from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, StreamElement
+from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, StreamElement, Watermark
 from runtime.rpc.messages import ProducedBlockingPartition
 from runtime.storage.blocking_results import BlockingResultWriter, read_payloads
 from runtime.taskmanager.network.errors import PartitionError, PartitionReleasedError
@@ -41,11 +43,20 @@ class BlockingResultPartition:
         self._lock = threading.Lock()  # finish/release may come from a cancelling thread
         self._files: list | None = None
         self._released = False
+        self._last_watermark: dict[int, Watermark] = {}
         self.bytes_out = 0
+
+    # the RecordWriter hands watermarks to note_watermark instead of flushing its buffers for them
+    defers_watermarks = True
 
     @property
     def partition_id(self) -> str:
         return self.id.partition_id
+
+    def note_watermark(self, watermark: Watermark) -> None:
+        """A watermark for every subpartition: kept (the last one), written after the records at the end."""
+        for sub in range(self.num_subpartitions):
+            self._last_watermark[sub] = watermark
 
     @property
     def is_finished(self) -> bool:
@@ -72,6 +83,9 @@ class BlockingResultPartition:
                 raise PartitionReleasedError(f"partition {self.id} was released", self.partition_id)
             if self._files is not None:
                 raise PartitionError(f"partition {self.id} is already finished", self.partition_id)
+            if type(element) is Watermark:
+                self._last_watermark[subpartition] = element  # written at the end
+                return
             if isinstance(element, RecordBatch):
                 self.bytes_out += estimate_nbytes(element)
             self._writer.write(subpartition, encode(element))
@@ -90,6 +104,8 @@ class BlockingResultPartition:
             if self._released:
                 raise PartitionReleasedError(f"partition {self.id} was released", self.partition_id)
             if self._files is None:
+                for sub, wm in sorted(self._last_watermark.items()):
+                    self._writer.write(sub, encode(wm))
                 self._files = self._writer.close()
 
     def produced(self) -> ProducedBlockingPartition:

@@ -101,6 +101,8 @@ class _Subpartition:
 class ResultPartition:
     """Flink: ResultPartition (pipelined, bounded). Producer side used by one task thread."""
 
+    defers_watermarks = False  # every watermark goes downstream in order (see BlockingResultPartition)
+
     def __init__(
         self,
         partition_id: str,

@@ -12,7 +12,7 @@ import logging
 import threading
 import weakref
 
-from runtime.core.records import ColumnBatch, RecordBatch, StreamElement, concat_batches
+from runtime.core.records import ColumnBatch, RecordBatch, StreamElement, Watermark, concat_batches
 from runtime.taskmanager.network.errors import PartitionError
 from runtime.taskmanager.network.partition import ResultPartition
 from runtime.taskmanager.network.partitioners import StreamPartitioner
@@ -143,6 +143,11 @@ class RecordWriter:
         with self._lock:
             self._check_open()
             partition = self.partition
+            if type(event) is Watermark and partition.defers_watermarks:
+                # a blocking partition keeps only the last watermark, written after every record:
+                # records stay buffered (moving them now would cut them into small batches)
+                partition.note_watermark(event)
+                return
             for ch, pend in enumerate(self._pending):
                 if pend:
                     self._move(ch)

@@ -63,13 +63,15 @@ def test_windowed_sum_in_batch_equals_the_reference_and_runs_stage_by_stage(mini
     # lazily from the sources: the window stage started after the source stage ended
     source, window = vertex_times(mini_cluster, client.job_id)
     assert window[0] >= source[1], (source, window)
-    # REST's regions: 2 source regions, then 2 window regions that each read both sources' partitions
+    # REST's regions: 2 source regions, then one per window subtask, each reading every key group
+    # partition of both sources (adaptive batch gave the window stage 1 subtask for this small input)
     details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
     from runtime.rest.models import job_details
 
+    assert [v.parallelism for v in details.vertices] == [2, 1]
     regions = job_details(details, 0).model_dump(by_alias=True)["regions"]
     assert [(r["status"], r["blocking-inputs"], r["blocking-inputs-committed"]) for r in regions] == [
-        ("FINISHED", 0, 0), ("FINISHED", 0, 0), ("FINISHED", 2, 2), ("FINISHED", 2, 2)
+        ("FINISHED", 0, 0), ("FINISHED", 0, 0), ("FINISHED", 2, 2)
     ]
     # a job's blocking results go with it
     assert not os.path.exists(tmp_path / "blocking" / client.job_id)
@@ -81,11 +83,16 @@ def test_stages_at_parallelism_4_complete_on_2_slots(tmp_path: Path) -> None:
     cluster = MiniCluster(MiniClusterConfig(provider="local", slots_per_task_manager=2, max_task_managers=1, tm_log_level="WARNING")).start()
     try:
         n, out = 30_000, str(tmp_path / "out")
-        env = batch_env(tmp_path, 4)
+        # a small data volume per task: adaptive batch gives the window stage parallelism 4 too
+        env = batch_env(tmp_path, 4, **{"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb"})
         windowed_sum.build(env, n, out)
-        result = cluster.submit(env.get_job_graph("windowed_sum")).get_job_execution_result(timeout=180)
+        client = cluster.submit(env.get_job_graph("windowed_sum"))
+        result = client.get_job_execution_result(timeout=180)
         assert result.status is JobStatus.FINISHED, result.failure
         assert read_windowed_sum(out) == windowed_sum.reference(n)
+        details = cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
+        assert [v.parallelism for v in details.vertices] == [4, 4]
+        assert len(cluster.task_managers()) == 1
     finally:
         cluster.close()
 
@@ -234,6 +241,44 @@ def test_a_failed_commit_of_blocking_results_reruns_only_that_producer(mini_clus
     details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
     producers, consumers = details.vertices
     assert [s.attempt_number for s in producers.subtasks] == [1, 0]  # only the producer whose commit failed ran again
-    assert [s.attempt_number for s in consumers.subtasks] == [0, 0]  # its consumers had not started
+    assert all(s.attempt_number == 0 for s in consumers.subtasks)  # its consumers had not started
     # the failed attempt's files were removed; the job's results went with it
     assert not (tmp_path / "blocking" / client.job_id).exists()
+
+
+@pytest.mark.parametrize("volume_per_task, expected", [(None, 1), ("500 kb", 3), ("1 kb", 4)])
+def test_adaptive_batch_sizes_the_window_stage_from_its_input_bytes(mini_cluster: MiniCluster, tmp_path: Path, volume_per_task: str | None, expected: int) -> None:
+    """40,000 events are ~1.4 MB of blocking results: 1 subtask at Flink's default 16 MB per task; more
+    with less per task, up to the default parallelism (4). The output is the same at any parallelism."""
+    from pipelines.jobs import windowed_sum
+
+    n, out = 40_000, str(tmp_path / "out")
+    conf = {"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": volume_per_task} if volume_per_task else {}
+    env = batch_env(tmp_path, 4, **conf)
+    windowed_sum.build(env, n, out)
+    client = mini_cluster.submit(env.get_job_graph("windowed_sum"))
+    result = client.get_job_execution_result(timeout=180)
+    assert result.status is JobStatus.FINISHED, result.failure
+    assert read_windowed_sum(out) == windowed_sum.reference(n)
+    details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
+    source, window = details.vertices
+    assert (source.parallelism, window.parallelism) == (4, expected)
+    assert [s.subtask_index for s in window.subtasks] == list(range(expected))
+
+
+def test_a_parallelism_set_on_the_operator_is_kept(mini_cluster: MiniCluster, tmp_path: Path) -> None:
+    n, out = 10_000, str(tmp_path / "out")
+    env = batch_env(tmp_path, 2)
+    rows = [(i % 13, i) for i in range(n)]
+    row_type = Types.ROW_NAMED(["k", "v"], [Types.LONG(), Types.LONG()])
+    (
+        env.from_collection(rows, type_info=Types.TUPLE([Types.LONG(), Types.LONG()]))
+        .key_by(lambda r: r[0]).sum(1).set_parallelism(3)
+        .map(lambda r: {"k": r[0], "v": r[1]}, output_type=row_type).set_parallelism(3)
+        .sink_to(DeltaSink.for_path(out)).set_parallelism(3)
+    )
+    client = mini_cluster.submit(env.get_job_graph("explicit"))
+    assert client.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
+    assert [v.parallelism for v in details.vertices][-1] == 3
+

@@ -42,6 +42,10 @@ def test_format_plan_batch_marks_blocking_and_regions() -> None:
     assert text.endswith("Pipelined regions (scheduled lazily from the sources; blocking results in Delta):\n"
                          "  region 1: vertices [1]\n  region 2: vertices [2]")
     assert plan_summary(windowed_sum("BATCH"))["regions"] == [{"number": 1, "vertices": [1]}, {"number": 2, "vertices": [2]}]
+    # adaptive batch decides the window stage's parallelism (the user set none); the source's is the default
+    assert "Window(TumblingEventTimeWindows(1000 ms)) -> Sink: delta   parallelism from the data, at most 2" in text
+    assert [v["dynamic_parallelism"] for v in plan_summary(windowed_sum("BATCH"))["vertices"]] == [False, True]
+    assert [v["dynamic_parallelism"] for v in plan_summary(windowed_sum())["vertices"]] == [False, False]
     # streaming: one region (the hash exchange is pipelined), not listed in the text
     assert plan_summary(windowed_sum())["regions"] == [{"number": 1, "vertices": [1, 2]}]
     assert "regions" not in format_plan(windowed_sum())

@@ -189,3 +189,32 @@ def test_key_column_changing_type_between_batches_is_refused_not_merged() -> Non
     op.process_batch(ColumnBatch({"k": np.array([1, 2])}, np.array([10, 20], dtype=np.int64)))
     with pytest.raises(MillraceError, match="changed type from <i8 to str"):
         op.process_batch(ColumnBatch({"k": np.array(["1"])}, np.array([30], dtype=np.int64)))
+
+
+@pytest.mark.parametrize("assigner", [TumblingEventTimeWindows.of(10), SlidingEventTimeWindows.of(30, 10)])
+def test_batches_spanning_many_windows_give_the_same_windows_through_a_snapshot(tmp_path, assigner):
+    """A batch exchange's key-group subpartition is one batch over the whole input (hundreds of windows):
+    those are aggregated in one pass and spilled until something reads the panes (fire, snapshot)."""
+    rng = np.random.default_rng(11)
+    batches = []
+    for _ in range(6):  # each batch spans ~500 windows of 10 ms, in no particular order
+        n = 3000
+        batches.append(ColumnBatch(
+            {"key": rng.integers(0, 40, n).astype(np.int64), "value": rng.integers(0, 100, n).astype(np.int64)},
+            rng.integers(0, 5000, n).astype(np.int64),
+        ))
+    as_one = [(b, -1) for b in batches]
+    col = run_columnar(ColumnarWindowAggregateOperator("key", assigner, AGG), as_one)
+    per = run_columnar(WindowOperator("key", assigner, None, ("aggregate", AGG, WithWindow())), as_one)
+    assert sorted(columnar_rows(col)) == sorted(per.output.values()) and len(per.output.values()) > 1000
+    # a snapshot between the batches holds the spilled partials; restored, the rest gives the same windows
+    h = Harness(ColumnarWindowAggregateOperator("key", assigner, AGG))
+    for b in batches[:3]:
+        h.op.process_batch(b)
+    assert h.op._spill  # not yet in panes
+    restored = through_state_files(h.op.snapshot_state(1).materialize_keyed(), str(tmp_path / "s"), KeyGroupRange(0, 127))
+    h2 = Harness(ColumnarWindowAggregateOperator("key", assigner, AGG), restore=restored)
+    for b in batches[3:]:
+        h2.op.process_batch(b)
+    h2.watermark(MAX_TIMESTAMP)
+    assert sorted(columnar_rows(h2)) == sorted(columnar_rows(col))

@@ -93,3 +93,43 @@ def test_a_batch_job_fits_a_cluster_with_its_widest_region() -> None:
     streaming = ExecutionGraph(hand_made_job_graph([("A", 4), ("B", 4)], [("A", "B", DP.ALL_TO_ALL, RT.PIPELINED_BOUNDED)]))
     (req,) = least_resource_requirements(streaming.job_graph)
     assert (req.count, req.least) == (4, 4)
+
+
+def test_a_dynamic_vertex_reads_key_group_ranges_at_the_parallelism_decided_later() -> None:
+    from runtime.core.keygroups import compute_key_group_range_for_operator_index
+
+    jg = hand_made_job_graph([("A", 2), ("B", 4)], [("A", "B", DP.ALL_TO_ALL, RT.BLOCKING)])
+    b = next(v for v in jg.vertices if v.id == "B")
+    b.dynamic_parallelism = True
+    eg = ExecutionGraph(jg)
+    maxp = b.max_parallelism
+    assert all(eg.partition(f"A->B:{i}").num_subpartitions == maxp for i in range(2))  # one per key group
+    eg.set_parallelism("B", 3)
+    consumers = eg.job_vertex("B").task_vertices
+    assert [ev.subtask_index for ev in consumers] == [0, 1, 2] and eg.job_vertex("B").parallelism == 3
+    for ev in consumers:
+        (ci,) = ev.consumed_inputs
+        kgs = compute_key_group_range_for_operator_index(maxp, 3, ev.subtask_index)
+        assert sorted({cp.subpartition_index for cp in ci.partitions}) == list(kgs)
+        assert {cp.partition_id for cp in ci.partitions} == {"A->B:0", "A->B:1"}
+    assert sorted(eg.partition("A->B:0").consumers) == [ev.id for ev in consumers]
+    assert len(eg.regions) == 2 + 3
+    with pytest.raises(ValueError, match="not decided at runtime"):
+        eg.set_parallelism("A", 1)
+
+
+def test_adaptive_parallelism_from_bytes() -> None:
+    from runtime.core.errors import ConfigurationError
+    from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchOptions
+
+    o = AdaptiveBatchOptions.from_config({})
+    assert o.avg_data_volume_per_task == 16 << 20
+    assert [o.decide(b, upper_bound=4, max_parallelism=128) for b in (0, 1, 16 << 20, (16 << 20) + 1, 1 << 40)] == [1, 1, 1, 2, 4]
+    o = AdaptiveBatchOptions.from_config({
+        "execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 mb",
+        "execution.batch.adaptive.auto-parallelism.min-parallelism": "2",
+        "execution.batch.adaptive.auto-parallelism.max-parallelism": "6",
+    })
+    assert [o.decide(b, upper_bound=4, max_parallelism=5) for b in (0, 3 << 20, 100 << 20)] == [2, 3, 5]
+    with pytest.raises(ConfigurationError, match="avg-data-volume-per-task: 'lots' is not a memory size"):
+        AdaptiveBatchOptions.from_config({"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "lots"})
