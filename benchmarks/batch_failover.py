@@ -28,27 +28,20 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # chaos.py beside it, also when loaded by a test
-from chaos import _details, check_output  # noqa: E402
+from chaos import _details, chaos_cluster, check_output  # noqa: E402
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import ExecutionState, JobStatus
-from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 
 log = logging.getLogger("batch_failover")
 
 
 def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
-    own_spark = spark is None and args.provider == "spark"
-    if own_spark:
-        from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
-
-        spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-batch-failover"))
     for path in (args.output, args.output + "-blocking"):
         if os.path.exists(path):
             shutil.rmtree(path)
-    cluster = MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING", heartbeat_timeout_ms=5000), spark=spark).start()
-    try:
+    with chaos_cluster(args.provider, args.parallelism, spark, "millrace-batch-failover") as cluster:
         conf = Configuration()
         conf.set_string("execution.runtime-mode", "BATCH")
         conf.set_string("execution.batch.blocking-results.dir", args.output + "-blocking")
@@ -92,10 +85,6 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
             "status": result.status.value,
             "blocking_results_left": os.path.exists(os.path.join(args.output + "-blocking", client.job_id)),
         }
-    finally:
-        cluster.close()
-        if own_spark:
-            spark.stop()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -18,6 +18,7 @@ on any lost, duplicated or wrong row.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -27,7 +28,7 @@ import signal
 import statistics
 import sys
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
@@ -73,18 +74,29 @@ def check_output(path: str, events: int) -> dict[str, int]:
     return {"rows": table.num_rows, "duplicate_keys": duplicates, "missing_keys": missing, "wrong_values": wrong}
 
 
-def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
-    """One chaos run; `spark`: an existing SparkSession to put TaskManagers on (else one is started and stopped)."""
-    own_spark = spark is None and args.provider == "spark"
+@contextlib.contextmanager
+def chaos_cluster(provider: str, parallelism: int, spark: Any, app_name: str) -> Iterator[MiniCluster]:
+    """A MiniCluster for a failure run (5 s heartbeat timeout); with provider "spark" on `spark`, or on
+    a SparkSession of its own (local[parallelism + 1]) that is stopped afterwards."""
+    own_spark = spark is None and provider == "spark"
     if own_spark:
         from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
-        spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-chaos"))
+        spark = build_spark_session(SparkSessionConfig(master=f"local[{parallelism + 1}]", app_name=app_name))
+    try:
+        with MiniCluster(MiniClusterConfig(provider=provider, tm_log_level="WARNING", heartbeat_timeout_ms=5000), spark=spark) as cluster:
+            yield cluster
+    finally:
+        if own_spark:
+            spark.stop()
+
+
+def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
+    """One chaos run; `spark`: an existing SparkSession to put TaskManagers on (else one is started and stopped)."""
     if os.path.exists(args.output):
         shutil.rmtree(args.output)
     rng = random.Random(args.seed)
-    cluster = MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING", heartbeat_timeout_ms=5000), spark=spark).start()
-    try:
+    with chaos_cluster(args.provider, args.parallelism, spark, "millrace-chaos") as cluster:
         conf = Configuration()
         conf.set_string("state.checkpoints.dir", os.path.join(args.output + "-checkpoints"))
         kind, _, variant = args.state_backend.partition("-")
@@ -143,10 +155,6 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
             "status": result.status.value,
         }
         return out
-    finally:
-        cluster.close()
-        if own_spark:
-            spark.stop()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

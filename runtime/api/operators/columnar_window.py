@@ -58,6 +58,17 @@ def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, starts, sk[starts]
 
 
+def _group_by_window_and_key(ws: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, sorted window starts, sorted keys, group starts) of (window start, key) groups (non-empty input)."""
+    order = np.lexsort((keys, ws))
+    sws, sk = ws[order], keys[order]
+    flag = np.empty(len(order), dtype=bool)
+    flag[0] = True
+    np.not_equal(sws[1:], sws[:-1], out=flag[1:])
+    flag[1:] |= sk[1:] != sk[:-1]
+    return order, sws, sk, np.flatnonzero(flag)
+
+
 class _Pane:
     """Pending partial aggregates of one window start (all keys)."""
 
@@ -213,14 +224,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
             # rows of many windows (a batch exchange's key-group subpartition spans the whole input):
             # one sort by (window start, key) and one reduceat for all of them, then slices per window
             rows_all = np.arange(n) if idx is None else idx
-            k_all = keys[rows_all]
-            o = np.lexsort((k_all, ws))
-            sws, sk = ws[o], k_all[o]
-            flag = np.empty(len(o), dtype=bool)
-            flag[0] = True
-            np.not_equal(sws[1:], sws[:-1], out=flag[1:])
-            flag[1:] |= sk[1:] != sk[:-1]
-            starts = np.flatnonzero(flag)
+            o, sws, sk, starts = _group_by_window_and_key(ws, keys[rows_all])
             partials = agg.partial_sorted(cb.columns, rows_all[o], starts, len(o))
             if self.event_time and not self.allowed_lateness:
                 # no row can reach a fired window (it would be late): the partials wait as they are
@@ -266,13 +270,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         ws = np.concatenate([c[0] for c in chunks])
         keys = np.concatenate([c[1] for c in chunks])
         parts = [np.concatenate([c[2][i] for c in chunks]) for i in range(len(self.aggregate.specs))]
-        order = np.lexsort((keys, ws))
-        sws, sk = ws[order], keys[order]
-        flag = np.empty(len(order), dtype=bool)
-        flag[0] = True
-        np.not_equal(sws[1:], sws[:-1], out=flag[1:])
-        flag[1:] |= sk[1:] != sk[:-1]
-        starts = np.flatnonzero(flag)
+        order, sws, sk, starts = _group_by_window_and_key(ws, keys)
         combined = self.aggregate.combine_sorted(parts, order, starts)
         refire: list[tuple[int, np.ndarray]] = []
         self._add_by_window(sws[starts], sk[starts], combined, refire)

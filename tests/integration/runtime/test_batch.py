@@ -40,6 +40,18 @@ def read_windowed_sum(path: str) -> dict[tuple[int, int], tuple[int, int]]:
     return got
 
 
+def run_windowed_sum(cluster: MiniCluster, env: StreamExecutionEnvironment, n: int, out: str) -> m.JobDetailsMessage:
+    """windowed_sum on `env` and `cluster`: FINISHED, its table equal to the reference; the job's details."""
+    from pipelines.jobs import windowed_sum
+
+    windowed_sum.build(env, n, out)
+    client = cluster.submit(env.get_job_graph("windowed_sum"))
+    result = client.get_job_execution_result(timeout=180)
+    assert result.status is JobStatus.FINISHED, result.failure
+    assert read_windowed_sum(out) == windowed_sum.reference(n)
+    return cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
+
+
 def vertex_times(cluster: MiniCluster, job_id: str) -> list[tuple[int, int]]:
     """Per vertex (topological order): (first subtask deployed, last subtask finished), in ms."""
     details: m.JobDetailsMessage = cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=job_id), timeout=10)
@@ -78,19 +90,11 @@ def test_windowed_sum_in_batch_equals_the_reference_and_runs_stage_by_stage(mini
 
 
 def test_stages_at_parallelism_4_complete_on_2_slots(tmp_path: Path) -> None:
-    from pipelines.jobs import windowed_sum
-
     cluster = MiniCluster(MiniClusterConfig(provider="local", slots_per_task_manager=2, max_task_managers=1, tm_log_level="WARNING")).start()
     try:
-        n, out = 30_000, str(tmp_path / "out")
         # a small data volume per task: adaptive batch gives the window stage parallelism 4 too
         env = batch_env(tmp_path, 4, **{"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb"})
-        windowed_sum.build(env, n, out)
-        client = cluster.submit(env.get_job_graph("windowed_sum"))
-        result = client.get_job_execution_result(timeout=180)
-        assert result.status is JobStatus.FINISHED, result.failure
-        assert read_windowed_sum(out) == windowed_sum.reference(n)
-        details = cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
+        details = run_windowed_sum(cluster, env, 30_000, str(tmp_path / "out"))
         assert [v.parallelism for v in details.vertices] == [4, 4]
         assert len(cluster.task_managers()) == 1
     finally:
@@ -172,19 +176,25 @@ def test_a_killed_consumer_task_manager_restarts_only_the_consumer(tmp_path: Pat
     assert not out["blocking_results_left"]
 
 
+def keyed_sum_job(env: StreamExecutionEnvironment, n: int, out: str, parallelism: int | None = None) -> list[tuple[int, int]]:
+    """(i % 13, i) for i < n, key_by the first field, sum the second, into Delta (k, v); returns the input rows.
+    `parallelism`: set on every operator after the source (else the default)."""
+    rows = [(i % 13, i) for i in range(n)]
+    row_type = Types.ROW_NAMED(["k", "v"], [Types.LONG(), Types.LONG()])
+
+    def at(x: Any) -> Any:
+        return x.set_parallelism(parallelism) if parallelism else x
+
+    summed = at(env.from_collection(rows, type_info=Types.TUPLE([Types.LONG(), Types.LONG()])).key_by(lambda r: r[0]).sum(1))
+    at(at(summed.map(lambda r: {"k": r[0], "v": r[1]}, output_type=row_type)).sink_to(DeltaSink.for_path(out)))
+    return rows
+
+
 def test_keyed_sum_in_batch_emits_each_keys_final_value_once(mini_cluster: MiniCluster, tmp_path: Path) -> None:
     """Flink's BatchGroupedReduceOperator: the streaming run's last value per key, and nothing before it."""
     n, out = 5_000, str(tmp_path / "out")
     env = batch_env(tmp_path, 2)
-    rows = [(i % 13, i) for i in range(n)]
-    row_type = Types.ROW_NAMED(["k", "v"], [Types.LONG(), Types.LONG()])
-    (
-        env.from_collection(rows, type_info=Types.TUPLE([Types.LONG(), Types.LONG()]))
-        .key_by(lambda r: r[0])
-        .sum(1)
-        .map(lambda r: {"k": r[0], "v": r[1]}, output_type=row_type)
-        .sink_to(DeltaSink.for_path(out))
-    )
+    rows = keyed_sum_job(env, n, out)
     result = mini_cluster.submit(env.get_job_graph("batch sum")).get_job_execution_result(timeout=120)
     assert result.status is JobStatus.FINISHED, result.failure
     from deltalake import DeltaTable
@@ -250,18 +260,8 @@ def test_a_failed_commit_of_blocking_results_reruns_only_that_producer(mini_clus
 def test_adaptive_batch_sizes_the_window_stage_from_its_input_bytes(mini_cluster: MiniCluster, tmp_path: Path, volume_per_task: str | None, expected: int) -> None:
     """40,000 events are ~1.4 MB of blocking results: 1 subtask at Flink's default 16 MB per task; more
     with less per task, up to the default parallelism (4). The output is the same at any parallelism."""
-    from pipelines.jobs import windowed_sum
-
-    n, out = 40_000, str(tmp_path / "out")
     conf = {"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": volume_per_task} if volume_per_task else {}
-    env = batch_env(tmp_path, 4, **conf)
-    windowed_sum.build(env, n, out)
-    client = mini_cluster.submit(env.get_job_graph("windowed_sum"))
-    result = client.get_job_execution_result(timeout=180)
-    assert result.status is JobStatus.FINISHED, result.failure
-    assert read_windowed_sum(out) == windowed_sum.reference(n)
-    details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
-    source, window = details.vertices
+    source, window = run_windowed_sum(mini_cluster, batch_env(tmp_path, 4, **conf), 40_000, str(tmp_path / "out")).vertices
     assert (source.parallelism, window.parallelism) == (4, expected)
     assert [s.subtask_index for s in window.subtasks] == list(range(expected))
 
@@ -269,14 +269,7 @@ def test_adaptive_batch_sizes_the_window_stage_from_its_input_bytes(mini_cluster
 def test_a_parallelism_set_on_the_operator_is_kept(mini_cluster: MiniCluster, tmp_path: Path) -> None:
     n, out = 10_000, str(tmp_path / "out")
     env = batch_env(tmp_path, 2)
-    rows = [(i % 13, i) for i in range(n)]
-    row_type = Types.ROW_NAMED(["k", "v"], [Types.LONG(), Types.LONG()])
-    (
-        env.from_collection(rows, type_info=Types.TUPLE([Types.LONG(), Types.LONG()]))
-        .key_by(lambda r: r[0]).sum(1).set_parallelism(3)
-        .map(lambda r: {"k": r[0], "v": r[1]}, output_type=row_type).set_parallelism(3)
-        .sink_to(DeltaSink.for_path(out)).set_parallelism(3)
-    )
+    keyed_sum_job(env, n, out, parallelism=3)
     client = mini_cluster.submit(env.get_job_graph("explicit"))
     assert client.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
     details = mini_cluster.dispatcher_gateway().call_sync("request_job_details", m.JobIdMessage(job_id=client.job_id), timeout=10)
