@@ -30,14 +30,21 @@ class ResultPartitionDeploymentDescriptor(_Model):
     blocking_table_uri: str | None = None
 
 
+class BlockingFileSlice(_Model):
+    """Row groups of one committed blocking result file that hold one subpartition."""
+
+    path: str
+    row_groups: list[int]
+
+
 class InputChannelDeploymentDescriptor(_Model):
     partition_id: str
     producer_attempt_id: str  # the producing Execution's attempt id (a restarted producer is a new partition)
     subpartition_index: int
     producer: DataAddress | None = None  # None: a blocking result, read from its committed files
-    # a committed blocking result: its table and the files of this subpartition (in write order)
+    # a committed blocking result: its table and where this subpartition is (in write order)
     blocking_table_uri: str | None = None
-    blocking_files: list[str] = Field(default_factory=list)
+    blocking_files: list[BlockingFileSlice] = Field(default_factory=list)
 
 
 class InputGateDeploymentDescriptor(_Model):

@@ -203,9 +203,9 @@ class BlockingResultFile(Message):
     """One file of a blocking result partition (path relative to the result's table root)."""
 
     path: str
-    subpartition: int
     size: int
     rows: int
+    row_groups: dict[int, list[int]] = Field(default_factory=dict)  # subpartition -> its row groups, in order
 
 
 class ProducedBlockingPartition(Message):

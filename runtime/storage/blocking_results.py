@@ -5,20 +5,25 @@ in Delta, so a consumer restarts without its producer, even when the producer's 
 gone; Flink keeps them on the producer's TaskManager). Layout:
 
     <execution.batch.blocking-results.dir>/<job id>/<dataset id>/        one Delta table per result
-        subpartition=<k>/part-<producer subtask>-<attempt id>-<uuid>.parquet
+        part-<producer subtask>-<attempt id>-<uuid>.parquet              one file per producer attempt
 
-Columns: producer_subtask int32, seq int64 (order within the file), payload binary (one stream
-element exactly as the data plane frames it: a record batch, a watermark...), plus the partition
-column subpartition int32 (from the path). Spark reads a result with
-`spark.read.format("delta").load(<job dir>/<dataset id>)`.
+Columns: subpartition int32, producer_subtask int32, seq int64 (order within the subpartition),
+payload binary (one stream element exactly as the data plane frames it: a record batch, a
+watermark...). Every row group holds rows of ONE subpartition (a subpartition may have several,
+in order), so a consumer reads only its row groups; Spark reads a result with
+`spark.read.format("delta").load(<job dir>/<dataset id>)` (filter on `subpartition`: row-group
+statistics skip the rest).
 
-A producer writes one file per subpartition it sends anything to; the JobMaster commits them in
-one transaction per (result, producer subtask) when the producer FINISHED (`commit_partition`):
-the app transaction makes the commit idempotent, so a producer's files are committed once and a
-losing attempt's files are never read. Consumers read the committed files, named in their
-deployment, on any TaskManager.
+One file per producer, not per subpartition: a consumer whose parallelism is decided later reads
+key-group subpartitions (128 by default), and 128 files per producer cost more than the data.
 
-pyarrow only here except `commit_partition` / `remove_job_results` (JobMaster side, deltalake).
+The JobMaster commits a producer's file in one transaction per (result, producer subtask) when
+the producer FINISHED (`commit_partition`): the app transaction makes the commit idempotent, so a
+producer's file is committed once and a losing attempt's file is never read. Consumers read the
+committed file's row groups of their subpartitions, named in their deployment, on any TaskManager.
+
+pyarrow only here except `commit_partition` / `committed_files` / `remove_job_results` (JobMaster
+side, deltalake).
 """
 from __future__ import annotations
 
@@ -39,9 +44,11 @@ from runtime.storage.state_files import resolve_filesystem
 log = logging.getLogger(__name__)
 
 BLOCKING_RESULTS_DIR_KEY = "execution.batch.blocking-results.dir"
-PARTITION_COLUMN = "subpartition"
-FILE_SCHEMA = pa.schema([("producer_subtask", pa.int32()), ("seq", pa.int64()), ("payload", pa.binary())])
-TABLE_SCHEMA = FILE_SCHEMA.append(pa.field(PARTITION_COLUMN, pa.int32()))
+SUBPARTITION_COLUMN = "subpartition"
+FILE_SCHEMA = pa.schema([
+    (SUBPARTITION_COLUMN, pa.int32()), ("producer_subtask", pa.int32()), ("seq", pa.int64()), ("payload", pa.binary()),
+])
+TABLE_SCHEMA = FILE_SCHEMA
 # payloads buffered per subpartition before they become a row group; the writer's whole buffer
 # stays under _BUFFER_BUDGET (the fullest subpartition is written out first)
 _ROW_GROUP_BYTES = 4 << 20
@@ -65,22 +72,20 @@ def result_table_uri(job_dir: str, dataset_id: str) -> str:
 
 
 class _Sub:
-    __slots__ = ("index", "rel_path", "writer", "pending", "pending_bytes", "rows", "seq")
+    __slots__ = ("index", "pending", "pending_bytes", "seq")
 
-    def __init__(self, index: int, rel_path: str) -> None:
-        self.index, self.rel_path = index, rel_path
-        self.writer: pq.ParquetWriter | None = None
+    def __init__(self, index: int) -> None:
+        self.index = index
         self.pending: list[bytes] = []
         self.pending_bytes = 0
-        self.rows = 0
         self.seq = 0
 
 
 class BlockingResultWriter:
-    """Writes one producer attempt's subpartitions as files (one per subpartition written to).
+    """Writes one producer attempt's subpartitions into one file, a row group per buffered subpartition.
 
-    Files are written under hidden temp names and renamed by `close`, so a file under its final
-    name is always complete. `abort` removes everything this attempt wrote.
+    The file is written under a hidden temp name and renamed by `close`, so a file under its final
+    name is always complete. `abort` removes what this attempt wrote.
     """
 
     def __init__(self, table_uri: str, producer_subtask: int, attempt_id: str, num_subpartitions: int) -> None:
@@ -93,19 +98,20 @@ class BlockingResultWriter:
         self._buffered = 0
         self.bytes_written = 0
         self._closed = False
+        self.rel_path = f"part-{producer_subtask}-{attempt_id}-{uuid.uuid4().hex[:12]}.parquet"
+        self._tmp = f"{self._root}/.{self.rel_path}.inprogress"
+        self._writer: pq.ParquetWriter | None = None
+        self._row_groups: dict[int, list[int]] = {}  # subpartition -> its row groups, in order
+        self._num_row_groups = 0
+        self._rows = 0
 
     def _sub(self, subpartition: int) -> _Sub:
         sub = self._subs.get(subpartition)
         if sub is None:
             if not 0 <= subpartition < self._num_subpartitions:
                 raise StorageError(f"blocking result {self.table_uri}: subpartition {subpartition} out of range 0..{self._num_subpartitions - 1}")
-            name = f"part-{self.producer_subtask}-{self.attempt_id}-{uuid.uuid4().hex[:12]}.parquet"
-            sub = self._subs[subpartition] = _Sub(subpartition, f"{PARTITION_COLUMN}={subpartition}/{name}")
+            sub = self._subs[subpartition] = _Sub(subpartition)
         return sub
-
-    def _tmp(self, sub: _Sub) -> str:
-        d, name = os.path.split(sub.rel_path)
-        return f"{self._root}/{d}/.{name}.inprogress"
 
     def write(self, subpartition: int, payload: bytes) -> None:
         if self._closed:
@@ -124,69 +130,71 @@ class BlockingResultWriter:
             return
         n = len(sub.pending)
         table = pa.Table.from_arrays(
-            [pa.array([self.producer_subtask] * n, pa.int32()), pa.array(range(sub.seq, sub.seq + n), pa.int64()), pa.array(sub.pending, pa.binary())],
+            [pa.array(np.full(n, sub.index, dtype=np.int32)), pa.array(np.full(n, self.producer_subtask, dtype=np.int32)),
+             pa.array(np.arange(sub.seq, sub.seq + n, dtype=np.int64)), pa.array(sub.pending, pa.binary())],
             schema=FILE_SCHEMA,
         )
         try:
-            if sub.writer is None:
-                tmp = self._tmp(sub)
-                self._fs.create_dir(os.path.dirname(tmp), recursive=True)
-                sub.writer = pq.ParquetWriter(tmp, FILE_SCHEMA, filesystem=self._fs, compression="snappy", use_dictionary=False, write_statistics=["producer_subtask", "seq"])
-            sub.writer.write_table(table, row_group_size=n)
+            if self._writer is None:
+                self._fs.create_dir(self._root, recursive=True)
+                self._writer = pq.ParquetWriter(
+                    self._tmp, FILE_SCHEMA, filesystem=self._fs, compression="snappy", use_dictionary=False,
+                    write_statistics=[SUBPARTITION_COLUMN, "producer_subtask", "seq"],
+                )
+            self._writer.write_table(table, row_group_size=n)  # one row group: this subpartition's rows
         except Exception as e:
-            raise StorageError(f"writing blocking result file {self._root}/{sub.rel_path} failed: {e}") from e
+            raise StorageError(f"writing blocking result file {self._root}/{self.rel_path} failed: {e}") from e
+        self._row_groups.setdefault(sub.index, []).append(self._num_row_groups)
+        self._num_row_groups += 1
         self._buffered -= sub.pending_bytes
         self.bytes_written += sub.pending_bytes
+        self._rows += n
         sub.seq += n
-        sub.rows += n
         sub.pending, sub.pending_bytes = [], 0
 
     def close(self) -> list[BlockingResultFile]:
-        """Write what is buffered, close and rename every file; the files, by subpartition."""
+        """Write what is buffered, close and rename the file: the file (none if nothing was written)."""
         if self._closed:
             raise StorageError(f"blocking result writer of {self.table_uri} is already closed")
-        out: list[BlockingResultFile] = []
         for sub in sorted(self._subs.values(), key=lambda s: s.index):
             self._flush(sub)
-            if sub.writer is None:
-                continue
-            try:
-                sub.writer.close()
-                sub.writer = None
-                final = f"{self._root}/{sub.rel_path}"
-                self._fs.move(self._tmp(sub), final)
-                size = self._fs.get_file_info(final).size
-            except Exception as e:
-                raise StorageError(f"finishing blocking result file {self._root}/{sub.rel_path} failed: {e}") from e
-            out.append(BlockingResultFile(path=sub.rel_path, subpartition=sub.index, size=size, rows=sub.rows))
         self._closed = True
-        return out
+        if self._writer is None:
+            return []
+        final = f"{self._root}/{self.rel_path}"
+        try:
+            self._writer.close()
+            self._writer = None
+            self._fs.move(self._tmp, final)
+            size = self._fs.get_file_info(final).size
+        except Exception as e:
+            raise StorageError(f"finishing blocking result file {final} failed: {e}") from e
+        return [BlockingResultFile(path=self.rel_path, size=size, rows=self._rows, row_groups=self._row_groups)]
 
     def abort(self) -> None:
-        """Remove every file of this attempt, finished or not (a failed or cancelled producer)."""
+        """Remove this attempt's file, finished or not (a failed or cancelled producer)."""
         self._closed = True
-        for sub in self._subs.values():
-            if sub.writer is not None:
-                try:
-                    sub.writer.close()
-                except Exception:  # noqa: BLE001 - it is deleted next
-                    pass
-                sub.writer = None
-            for path in (self._tmp(sub), f"{self._root}/{sub.rel_path}"):
-                try:
-                    self._fs.delete_file(path)
-                except (FileNotFoundError, OSError):
-                    pass
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - it is deleted next
+                pass
+            self._writer = None
+        for path in (self._tmp, f"{self._root}/{self.rel_path}"):
+            try:
+                self._fs.delete_file(path)
+            except (FileNotFoundError, OSError):
+                pass
         self._buffered = 0
 
 
-def read_payloads(table_uri: str, rel_path: str) -> Iterator[memoryview]:
-    """The payloads of one committed file, in the order they were written (one row group at a time)."""
+def read_payloads(table_uri: str, rel_path: str, row_groups: list[int]) -> Iterator[memoryview]:
+    """The payloads of some row groups of one committed file (one subpartition's, in write order)."""
     fs, root = resolve_filesystem(table_uri)
     path = f"{root}/{rel_path}"
     try:
         f = pq.ParquetFile(path, filesystem=fs)
-        for i in range(f.num_row_groups):
+        for i in row_groups:
             col = f.read_row_group(i, columns=["payload"]).column(0)
             for chunk in col.chunks:
                 # slices of the chunk's data buffer (no copy); its offsets index that buffer directly
@@ -199,6 +207,17 @@ def read_payloads(table_uri: str, rel_path: str) -> Iterator[memoryview]:
         raise StorageError(f"blocking result file {path} is missing: the result was removed or never committed") from e
 
 
+def row_groups_by_subpartition(table_uri: str, rel_path: str) -> dict[int, list[int]]:
+    """A written file's row groups per subpartition, from its footer (row-group statistics)."""
+    fs, root = resolve_filesystem(table_uri)
+    meta = pq.ParquetFile(f"{root}/{rel_path}", filesystem=fs).metadata
+    col = meta.schema.names.index(SUBPARTITION_COLUMN)
+    out: dict[int, list[int]] = {}
+    for i in range(meta.num_row_groups):
+        out.setdefault(int(meta.row_group(i).column(col).statistics.min), []).append(i)
+    return out
+
+
 # --- JobMaster side (Delta) -----------------------------------------------------------------------
 def commit_partition(table_uri: str, producer_subtask: int, files: list[BlockingResultFile]) -> bool:
     """Commit one producer subtask's files to the result's table, once: True if this call added them,
@@ -206,13 +225,12 @@ def commit_partition(table_uri: str, producer_subtask: int, files: list[Blocking
     from runtime.storage.delta_commit import commit_add_files
 
     adds = [
-        {"path": f.path, "size": f.size, "num_records": f.rows, "partition_values": {PARTITION_COLUMN: str(f.subpartition)},
-         "min_values": {"producer_subtask": producer_subtask}, "max_values": {"producer_subtask": producer_subtask}}
+        {"path": f.path, "size": f.size, "num_records": f.rows,
+         "min_values": {"producer_subtask": producer_subtask, SUBPARTITION_COLUMN: min(f.row_groups, default=0)},
+         "max_values": {"producer_subtask": producer_subtask, SUBPARTITION_COLUMN: max(f.row_groups, default=0)}}
         for f in files
     ]
-    result = commit_add_files(
-        table_uri, adds, TABLE_SCHEMA, partition_by=[PARTITION_COLUMN], app_id=f"producer-{producer_subtask}", version=1,
-    )
+    result = commit_add_files(table_uri, adds, TABLE_SCHEMA, app_id=f"producer-{producer_subtask}", version=1)
     return result.committed
 
 
@@ -246,7 +264,6 @@ def committed_files(table_uri: str, producer_subtask: int) -> list[BlockingResul
     out = []
     for path, size, rows in zip(*(actions.column(c).to_pylist() for c in ("path", "size_bytes", "num_records"))):
         path = unquote(path)
-        head, _, name = path.rpartition("/")
-        if name.startswith(f"part-{producer_subtask}-"):
-            out.append(BlockingResultFile(path=path, subpartition=int(head.split("=", 1)[1]), size=int(size), rows=int(rows or 0)))
-    return sorted(out, key=lambda f: (f.subpartition, f.path))
+        if path.rpartition("/")[2].startswith(f"part-{producer_subtask}-"):
+            out.append(BlockingResultFile(path=path, size=int(size), rows=int(rows or 0), row_groups=row_groups_by_subpartition(table_uri, path)))
+    return sorted(out, key=lambda f: f.path)

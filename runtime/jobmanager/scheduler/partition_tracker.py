@@ -11,6 +11,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from runtime.graph.execution_graph import ExecutionGraph
+from runtime.rpc.deployment import BlockingFileSlice
 from runtime.rpc.messages import ProducedBlockingPartition
 from runtime.storage.blocking_results import result_table_uri
 
@@ -38,10 +39,10 @@ class BlockingPartitionTracker:
     def committed_attempt(self, partition_id: str) -> str:
         return self._attempts.get(partition_id, "")
 
-    def files_of(self, partition_id: str, subpartition: int) -> list[str]:
-        """The committed files of one subpartition, in the order the producer wrote them."""
+    def files_of(self, partition_id: str, subpartition: int) -> list[BlockingFileSlice]:
+        """Where one subpartition is in the committed files, in the order the producer wrote it."""
         produced = self._committed[partition_id]
-        return [f.path for f in produced.files if f.subpartition == subpartition]
+        return [BlockingFileSlice(path=f.path, row_groups=f.row_groups[subpartition]) for f in produced.files if subpartition in f.row_groups]
 
     def bytes_of_dataset(self, dataset_id: str) -> int:
         return sum(p.bytes for p in self._committed.values() if p.dataset_id == dataset_id)

@@ -20,6 +20,7 @@ from typing import Iterator
 
 from runtime.core.checkpoint import CheckpointBarrier
 from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, StreamElement, Watermark
+from runtime.rpc.deployment import BlockingFileSlice
 from runtime.rpc.messages import ProducedBlockingPartition
 from runtime.storage.blocking_results import BlockingResultWriter, read_payloads
 from runtime.taskmanager.network.errors import PartitionError, PartitionReleasedError
@@ -135,7 +136,7 @@ class BlockingResultPartition:
 class BlockingInputChannel(InputChannel):
     """Reads one subpartition of a committed blocking result from its files, on the task thread."""
 
-    def __init__(self, gate: InputGate, index: int, rpid: ResultPartitionID, subpartition: int, table_uri: str, files: list[str]) -> None:
+    def __init__(self, gate: InputGate, index: int, rpid: ResultPartitionID, subpartition: int, table_uri: str, files: list[BlockingFileSlice]) -> None:
         super().__init__(gate, index, rpid, subpartition)
         self._table_uri = table_uri
         self._files = list(files)
@@ -147,8 +148,8 @@ class BlockingInputChannel(InputChannel):
         self.notify_available()  # the files are committed: everything is there already
 
     def _iter(self) -> Iterator[memoryview]:
-        for path in self._files:
-            yield from read_payloads(self._table_uri, path)
+        for f in self._files:
+            yield from read_payloads(self._table_uri, f.path, f.row_groups)
 
     def get_next(self) -> tuple[StreamElement | None, bool]:
         if self._closed:

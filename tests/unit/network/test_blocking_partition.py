@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from runtime.core.records import END_OF_PARTITION, ColumnBatch, ObjectBatch, Watermark
+from runtime.rpc.deployment import BlockingFileSlice
 from runtime.storage.blocking_results import commit_partition, committed_files, delete_files, remove_job_results
 from runtime.taskmanager.network.blocking import BlockingInputChannel, BlockingResultPartition
 from runtime.taskmanager.network.input import InputGate
@@ -40,19 +41,22 @@ def test_written_subpartitions_are_read_back_in_order_with_their_watermarks(tmp_
     p.add(0, ObjectBatch([("a", 1), ("b", 2)]))
     p.add(2, ColumnBatch({"x": np.arange(5)}))
     p.add(0, ObjectBatch([("c", 3)]))
+    p.broadcast(Watermark(5))  # only each subpartition's last watermark is kept, after its records
     p.broadcast(Watermark(2**63 - 1))
     p.add(1, END_OF_PARTITION)  # not stored: a channel ends with its files
     p.finish()
     produced = p.produced()
-    assert [f.subpartition for f in produced.files] == [0, 1, 2]
-    assert [f.rows for f in produced.files] == [3, 1, 2]
+    (f,) = produced.files  # one file per producer, a row group per subpartition
+    assert sorted(f.row_groups) == [0, 1, 2] and f.rows == 2 + 1 + 1 + 1 + 1  # two batches into 0, one into 2, a watermark each
     assert commit_partition(table, 0, produced.files) is True
     assert commit_partition(table, 0, produced.files) is False  # a replay adds nothing
-    assert {f.path for f in committed_files(table, 0)} == {f.path for f in produced.files}
+    assert committed_files(table, 0) == produced.files  # rebuilt from the table and the file's footer
 
     gate = InputGate("test")
-    files = {s: [f.path for f in produced.files if f.subpartition == s] for s in range(3)}
-    gate.set_channels([BlockingInputChannel(gate, i, ResultPartitionID("ds1:0", "att0"), i, table, files[i]) for i in range(3)])
+    gate.set_channels([
+        BlockingInputChannel(gate, i, ResultPartitionID("ds1:0", "att0"), i, table, [BlockingFileSlice(path=f.path, row_groups=f.row_groups[i])])
+        for i in range(3)
+    ])
     gate.request_partitions()
     got = _drain(gate)
     assert gate.is_finished
@@ -71,9 +75,10 @@ def test_many_batches_span_row_groups_and_keep_their_order(tmp_path, monkeypatch
     for i in range(500):
         p.add(i % 2, ObjectBatch([(i, "x" * 50)]))
     p.finish()
-    files = p.produced().files
+    (f,) = p.produced().files
+    assert len(f.row_groups[1]) > 1  # many row groups of subpartition 1, interleaved with 0's
     gate = InputGate("g")
-    gate.set_channels([BlockingInputChannel(gate, 0, ResultPartitionID("r:1", "att"), 1, table, [f.path for f in files if f.subpartition == 1])])
+    gate.set_channels([BlockingInputChannel(gate, 0, ResultPartitionID("r:1", "att"), 1, table, [BlockingFileSlice(path=f.path, row_groups=f.row_groups[1])])])
     gate.request_partitions()
     assert [v[0] for v in _values(_drain(gate)[0])] == list(range(1, 500, 2))
 
