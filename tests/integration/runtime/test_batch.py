@@ -256,12 +256,15 @@ def test_a_failed_commit_of_blocking_results_reruns_only_that_producer(mini_clus
     assert not (tmp_path / "blocking" / client.job_id).exists()
 
 
-@pytest.mark.parametrize("volume_per_task, expected", [(None, 1), ("500 kb", 3), ("1 kb", 4)])
-def test_adaptive_batch_sizes_the_window_stage_from_its_input_bytes(mini_cluster: MiniCluster, tmp_path: Path, volume_per_task: str | None, expected: int) -> None:
-    """40,000 events are ~1.4 MB of blocking results: 1 subtask at Flink's default 16 MB per task; more
-    with less per task, up to the default parallelism (4). The output is the same at any parallelism."""
+@pytest.mark.parametrize("events, volume_per_task, expected", [(40_000, None, 1), (1_200_000, None, 3), (40_000, "500 kb", 3), (40_000, "1 kb", 4)])
+def test_adaptive_batch_sizes_the_window_stage_from_its_input_bytes(
+    mini_cluster: MiniCluster, tmp_path: Path, events: int, volume_per_task: str | None, expected: int
+) -> None:
+    """40,000 events are ~1.4 MB of blocking results: 1 subtask at Flink's default 16 MB per task;
+    1,200,000 events (~38 MB) get 3; less per task gives more, up to the default parallelism (4).
+    The output is the same at any parallelism."""
     conf = {"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": volume_per_task} if volume_per_task else {}
-    source, window = run_windowed_sum(mini_cluster, batch_env(tmp_path, 4, **conf), 40_000, str(tmp_path / "out")).vertices
+    source, window = run_windowed_sum(mini_cluster, batch_env(tmp_path, 4, **conf), events, str(tmp_path / "out")).vertices
     assert (source.parallelism, window.parallelism) == (4, expected)
     assert [s.subtask_index for s in window.subtasks] == list(range(expected))
 
