@@ -8,9 +8,16 @@ job's default parallelism) and to the vertex's max parallelism (its key groups).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core.errors import ConfigurationError
+from runtime.graph.execution_graph import ExecutionGraph
+from runtime.graph.job_graph import JobVertex
+
+if TYPE_CHECKING:
+    from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 
 AVG_DATA_VOLUME_KEY = "execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task"
 MIN_PARALLELISM_KEY = "execution.batch.adaptive.auto-parallelism.min-parallelism"
@@ -69,3 +76,32 @@ class AdaptiveBatchOptions(BaseModel):
         high = min(self.max_parallelism or upper_bound, max_parallelism)
         wanted = -(-max(0, input_bytes) // self.avg_data_volume_per_task)  # ceil
         return max(1, min(high, max(self.min_parallelism, wanted)))
+
+
+class AdaptiveBatchDecider:
+    """The scheduler's part (main thread): which dynamic vertices can be decided, and deciding them."""
+
+    def __init__(self, execution_graph: ExecutionGraph, partitions: "BlockingPartitionTracker", config: dict[str, str]) -> None:
+        self.eg = execution_graph
+        self.partitions = partitions
+        self.options = AdaptiveBatchOptions.from_config(config)
+        # the parallelism each dynamic vertex was compiled with: its upper bound
+        self._bound = {jv.id: jv.parallelism for jv in execution_graph.job_graph.vertices if jv.dynamic_parallelism}
+
+    def decide_ready(self) -> list[tuple[JobVertex, int, int, int]]:
+        """Decide every undecided dynamic vertex whose inputs are all committed, and give the execution
+        graph its subtasks; (vertex, parallelism, input bytes, bound) of each."""
+        out = []
+        for jv_id, bound in list(self._bound.items()):
+            jv = self.eg.job_vertex(jv_id).job_vertex
+            inputs = [self.eg.results[e.dataset_id] for e in jv.inputs]
+            if not all(self.partitions.is_committed(p.partition_id) for r in inputs for p in r.partitions):
+                continue
+            volume = sum(self.partitions.bytes_of_dataset(r.id) for r in inputs)
+            parallelism = self.options.decide(volume, bound, jv.max_parallelism)
+            del self._bound[jv_id]
+            if parallelism != jv.parallelism:
+                self.eg.set_parallelism(jv_id, parallelism)
+            out.append((jv, parallelism, volume, bound))
+        return out
+

@@ -8,7 +8,9 @@ failover never re-runs a producer whose partitions are here.
 """
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.rpc.deployment import BlockingFileSlice
@@ -49,6 +51,39 @@ class BlockingPartitionTracker:
 
     def __len__(self) -> int:
         return len(self._committed)
+
+    async def commit(self, loop: asyncio.AbstractEventLoop, producer_subtask: int, attempt_id: str,
+                     produced: list[ProducedBlockingPartition]) -> list[str]:
+        """Commit what a FINISHED producer attempt wrote (one Delta transaction per result and subtask, on
+        this tracker's I/O thread) and record it; the partition ids now committed. A partition committed
+        before keeps its files and the attempt's are deleted. On failure the attempt's files are removed
+        (unless the commit may have landed) and the error is raised: the producer must run again."""
+        from runtime.storage.blocking_results import commit_partition, committed_files, delete_files
+        from runtime.storage.delta_commit import CommitOutcomeUnknownError
+
+        async def io(fn: Callable[..., Any], *args: Any) -> Any:
+            return await loop.run_in_executor(self.io, fn, *args)
+
+        committed: list[str] = []
+        try:
+            for p in produced:
+                table = self.table_uri(p.dataset_id)
+                if self.is_committed(p.partition_id):  # an earlier attempt's files are the result
+                    await io(delete_files, table, [f.path for f in p.files])
+                    continue
+                if not await io(commit_partition, table, producer_subtask, p.files):
+                    # committed before by an attempt this JobMaster does not remember: those files are the result
+                    await io(delete_files, table, [f.path for f in p.files])
+                    p = p.model_copy(update={"files": await io(committed_files, table, producer_subtask)})
+                self.mark_committed(p, attempt_id)
+                committed.append(p.partition_id)
+        except Exception as e:
+            if not isinstance(e, CommitOutcomeUnknownError):  # nothing references them (else a re-run's commit decides)
+                for p in produced:
+                    if not self.is_committed(p.partition_id):
+                        await io(delete_files, self.table_uri(p.dataset_id), [f.path for f in p.files])
+            raise
+        return committed
 
     def shutdown(self) -> None:
         self.io.shutdown(wait=False)

@@ -32,6 +32,7 @@ from runtime.graph.job_graph import JobGraph, JobType, ResultPartitionType
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.jobmanager.deployment import build_tdd
+from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchDecider
 from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, restart_strategy_from_config
 from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
@@ -83,12 +84,10 @@ class Scheduler:
             self.partitions = BlockingPartitionTracker(self.eg, job_results_dir(job_graph.config, self.job_id))
             self.strategy = PipelinedRegionSchedulingStrategy(self.eg, self.partitions.is_committed)
         self.allocator = ExecutionSlotAllocator(self.eg, self.slot_pool, reuse_slots=has_blocking)
-        # adaptive batch: vertices whose parallelism is decided from their inputs' bytes (upper bound until then)
-        from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchOptions
-
-        self.adaptive = AdaptiveBatchOptions.from_config(job_graph.config)
-        self._upper = {jv.id: jv.parallelism for jv in job_graph.vertices if jv.dynamic_parallelism}
-        self._decided: set[str] = set()
+        # adaptive batch: vertices whose parallelism is decided from their inputs' bytes
+        self.adaptive: AdaptiveBatchDecider | None = (
+            AdaptiveBatchDecider(self.eg, self.partitions, job_graph.config) if self.partitions is not None else None
+        )
         # a lazily scheduled job runs with fewer slots than its parallelism (min_count)
         self.resource_requirements = least_resource_requirements(job_graph)
         self.slots_needed = sum(r.count for r in self.resource_requirements)
@@ -362,34 +361,12 @@ class Scheduler:
         """A producer FINISHED: commit its blocking partitions to Delta (one transaction per result and
         subtask), then schedule the regions that were waiting for them. A failed commit fails the
         producer: its region runs again (its files are not read by anyone)."""
-        from runtime.storage.blocking_results import commit_partition, committed_files, delete_files
-        from runtime.storage.delta_commit import CommitOutcomeUnknownError
-
         tracker = self.partitions
         assert tracker is not None
-        committed: list[str] = []
-
-        async def io(fn: Callable[..., Any], *args: Any) -> Any:
-            return await self.host.loop.run_in_executor(tracker.io, fn, *args)
-
         try:
-            for p in produced:
-                table = tracker.table_uri(p.dataset_id)
-                if tracker.is_committed(p.partition_id):  # an earlier attempt's files are the result
-                    await io(delete_files, table, [f.path for f in p.files])
-                    continue
-                if not await io(commit_partition, table, ev.subtask_index, p.files):
-                    # committed before by an attempt this JobMaster does not remember: those files are the result
-                    await io(delete_files, table, [f.path for f in p.files])
-                    p = p.model_copy(update={"files": await io(committed_files, table, ev.subtask_index)})
-                tracker.mark_committed(p, attempt_id)
-                committed.append(p.partition_id)
+            committed = await tracker.commit(self.host.loop, ev.subtask_index, attempt_id, produced)
         except Exception as e:  # noqa: BLE001 - the producer's output is not usable: it runs again
             self._log(logging.WARNING, "committing the blocking results of %s failed: %s", ev.task_name_with_subtask, e)
-            if not isinstance(e, CommitOutcomeUnknownError):  # nothing references them: remove (else the re-run's commit decides)
-                for p in produced:
-                    if not tracker.is_committed(p.partition_id):
-                        await io(delete_files, tracker.table_uri(p.dataset_id), [f.path for f in p.files])
             if ev.current_execution.attempt_id == attempt_id and self.status.state is JobStatus.RUNNING:
                 self._handle_failure([ev], m.ErrorInfo.from_exception(e, task=ev.task_name_with_subtask))
             return
@@ -400,29 +377,16 @@ class Scheduler:
             self._schedule(self.strategy.on_partitions_committed(committed))
 
     def _decide_parallelism(self) -> None:
-        """Adaptive batch: a vertex whose parallelism is decided at runtime gets it once every result it
-        reads is committed, from the bytes of those results (Flink: AdaptiveBatchScheduler)."""
-        tracker = self.partitions
-        if tracker is None:
+        """Adaptive batch: vertices whose inputs are now all committed get their parallelism."""
+        if self.adaptive is None:
             return
-        for ejv in self.eg.job_vertices:
-            jv = ejv.job_vertex
-            if not jv.dynamic_parallelism or jv.id in self._decided:
-                continue
-            inputs = [self.eg.results[e.dataset_id] for e in jv.inputs]
-            if not all(tracker.is_committed(p.partition_id) for r in inputs for p in r.partitions):
-                continue
-            volume = sum(tracker.bytes_of_dataset(r.id) for r in inputs)
-            p = self.adaptive.decide(volume, self._upper[jv.id], jv.max_parallelism)
-            self._decided.add(jv.id)
-            if p != jv.parallelism:
-                self.eg.set_parallelism(jv.id, p)
-                self.allocator.refresh()
-                for op in jv.operators:  # e.g. the Delta sink's coordinator waits for every subtask's files
-                    coord = self.coordinators.get(op.node_id)
-                    if coord is not None and hasattr(coord, "parallelism"):
-                        coord.parallelism = p
-            self._log(logging.INFO, "adaptive batch: '%s' reads %.1f MB: parallelism %d (bound %d)", jv.name, volume / 1e6, p, self._upper[jv.id])
+        for jv, parallelism, volume, bound in self.adaptive.decide_ready():
+            self.allocator.refresh()
+            for op in jv.operators:  # e.g. the Delta sink's coordinator waits for every subtask's files
+                coord = self.coordinators.get(op.node_id)
+                if coord is not None and hasattr(coord, "parallelism"):
+                    coord.parallelism = parallelism
+            self._log(logging.INFO, "adaptive batch: '%s' reads %.1f MB: parallelism %d (bound %d)", jv.name, volume / 1e6, parallelism, bound)
 
     def task_manager_lost(self, tm_id: str, cause: str) -> None:
         lost = self.slot_pool.release_task_manager(tm_id)
