@@ -919,7 +919,7 @@ class Scheduler:
     def _region_details(self) -> list[m.RegionDetails]:
         committed = self.partitions.is_committed if self.partitions is not None else (lambda _p: False)
         out = []
-        for i, region in enumerate(self.strategy_regions(), start=1):
+        for i, region in enumerate(self.eg.regions, start=1):  # in topological order
             members = sorted(region.vertices, key=lambda v: (self.eg.vertex(v).job_vertex.name, v.subtask_index))
             out.append(m.RegionDetails(
                 index=i,
@@ -929,11 +929,6 @@ class Scheduler:
                 blocking_inputs_committed=sum(1 for p in region.consumed_blocking_partitions if committed(p)),
             ))
         return out
-
-    def strategy_regions(self) -> list[Any]:
-        """The pipelined regions in topological order (of their first subtask)."""
-        order = {ev.id: i for i, ev in enumerate(self.eg.all_vertices())}
-        return sorted(self.eg.regions, key=lambda r: min(order[v] for v in r.vertices))
 
 
 class _CheckpointHost:

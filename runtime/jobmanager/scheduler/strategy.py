@@ -58,22 +58,19 @@ class PipelinedRegionSchedulingStrategy:
         self._is_committed = is_committed
         self._scheduled: set[PipelinedRegion] = set()
 
-    @property
-    def _regions(self) -> list[PipelinedRegion]:
-        # from the graph each time: adaptive batch changes a vertex's subtasks (and so its regions)
-        order = {ev.id: i for i, ev in enumerate(self._eg.all_vertices())}
-        self._order = order
-        return sorted(self._eg.regions, key=lambda r: min(order[v] for v in r.vertices))
 
     def _ready(self, region: PipelinedRegion) -> bool:
         return all(self._is_committed(p) for p in region.consumed_blocking_partitions)
 
     def _schedule_ready(self) -> list[ExecutionVertexID]:
+        # from the graph each time: adaptive batch changes a vertex's subtasks (and so its regions);
+        # the graph lists regions in topological order already
+        order = {ev.id: i for i, ev in enumerate(self._eg.all_vertices())}
         out: list[ExecutionVertexID] = []
-        for region in self._regions:
+        for region in self._eg.regions:
             if region not in self._scheduled and self._ready(region):
                 self._scheduled.add(region)
-                out.extend(sorted(region.vertices, key=self._order.__getitem__))
+                out.extend(sorted(region.vertices, key=order.__getitem__))
         return out
 
     def start_scheduling(self) -> list[ExecutionVertexID]:
