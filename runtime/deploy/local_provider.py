@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Callable
 
 from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
 from runtime.taskmanager.runner import CONFIG_ENV, TaskManagerConfig
@@ -24,6 +25,8 @@ class LocalProcessProvider:
         self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._on_terminated: TerminationHandler | None = None
+        # settable (tests): adjusts each TaskManager's config before it starts, e.g. one slow TaskManager
+        self.configure: Callable[[TaskManagerConfig], TaskManagerConfig] | None = None
 
     def set_termination_handler(self, handler: TerminationHandler) -> None:
         self._on_terminated = handler
@@ -33,6 +36,8 @@ class LocalProcessProvider:
             tm_id=tm_id, jobmanager_host=spec.jm_host, jobmanager_port=spec.jm_port, secret=spec.secret,
             num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level,
         )
+        if self.configure is not None:
+            cfg = self.configure(cfg)
         # a local process reserves nothing: the profile is what the TaskManager reports and its
         # slots are matched by; the operating system shares the CPUs
         env = dict(os.environ)

@@ -140,6 +140,9 @@ class ExecutionVertex:
         self.consumed_inputs: list[ConsumedInput] = []
         self.prior_executions: list[Execution] = []
         self.current_execution = Execution(self.id, 0, self.task_name_with_subtask, clock)
+        # speculative execution (Flink: SpeculativeExecutionVertex): further attempts running at the
+        # same time as the current one; the first to finish becomes the current one
+        self.speculative_executions: list[Execution] = []
 
     @property
     def task_name_with_subtask(self) -> str:
@@ -149,16 +152,56 @@ class ExecutionVertex:
     def execution_state(self) -> ExecutionState:
         return self.current_execution.state
 
-    def reset_for_new_execution(self) -> Execution:
-        """A fresh attempt (Flink's ExecutionVertex.resetForNewExecution); the old one must be over."""
-        old = self.current_execution
-        if not old.state.is_terminal:
+    def current_executions(self) -> list[Execution]:
+        """The current attempt and the speculative ones running beside it."""
+        return [self.current_execution, *self.speculative_executions]
+
+    def execution(self, attempt_id: str) -> Execution | None:
+        """One of the current attempts by id (None: an attempt of an earlier restart, or unknown)."""
+        for ex in self.current_executions():
+            if ex.attempt_id == attempt_id:
+                return ex
+        return None
+
+    def all_attempts_ended(self) -> bool:
+        return all(ex.state.is_terminal for ex in self.current_executions())
+
+    def _next_attempt_number(self) -> int:
+        return 1 + max(ex.attempt_number for ex in self.current_executions())
+
+    def add_speculative_execution(self) -> Execution:
+        """Another attempt of this subtask, run beside the current one (Flink: createNewSpeculativeExecution)."""
+        if self.current_execution.state.is_terminal:
             raise IllegalStateTransitionError(
-                f"{self.task_name_with_subtask}: cannot start a new attempt while attempt "
-                f"#{old.attempt_number} is {old.state.name}; cancel it first"
+                f"{self.task_name_with_subtask}: no speculative attempt for attempt #{self.current_execution.attempt_number}, "
+                f"which is already {self.current_execution.state.name}"
             )
-        self.prior_executions.append(old)
-        self.current_execution = Execution(self.id, old.attempt_number + 1, self.task_name_with_subtask, self._clock)
+        ex = Execution(self.id, self._next_attempt_number(), self.task_name_with_subtask, self._clock)
+        self.speculative_executions.append(ex)
+        return ex
+
+    def make_current(self, ex: Execution) -> list[Execution]:
+        """`ex` (a speculative attempt) becomes the current attempt, e.g. it finished first; returns the
+        others, which stay listed as speculative until they ended (the caller cancels them)."""
+        if ex is self.current_execution:
+            return list(self.speculative_executions)
+        others = [self.current_execution, *(e for e in self.speculative_executions if e is not ex)]
+        self.current_execution = ex
+        self.speculative_executions = others
+        return others
+
+    def reset_for_new_execution(self) -> Execution:
+        """A fresh attempt (Flink's ExecutionVertex.resetForNewExecution); the old ones must be over."""
+        for old in self.current_executions():
+            if not old.state.is_terminal:
+                raise IllegalStateTransitionError(
+                    f"{self.task_name_with_subtask}: cannot start a new attempt while attempt "
+                    f"#{old.attempt_number} is {old.state.name}; cancel it first"
+                )
+        number = self._next_attempt_number()
+        self.prior_executions.extend(sorted(self.current_executions(), key=lambda e: e.attempt_number))
+        self.speculative_executions = []
+        self.current_execution = Execution(self.id, number, self.task_name_with_subtask, self._clock)
         return self.current_execution
 
     def consumed_partitions(self) -> Iterator[ConsumedPartition]:

@@ -1,7 +1,7 @@
 """Builds TaskDeploymentDescriptors from the ExecutionGraph and the slot assignment."""
 from __future__ import annotations
 
-from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex
+from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex
 from runtime.graph.job_graph import ResultPartitionType
 from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.slot_pool import PhysicalSlot
@@ -14,12 +14,15 @@ from runtime.rpc.deployment import (
 
 
 def build_tdd(
-    eg: ExecutionGraph, ev: ExecutionVertex, placement: dict, config: dict[str, str], partitions: BlockingPartitionTracker | None = None
+    eg: ExecutionGraph, ev: ExecutionVertex, placement: dict, config: dict[str, str], partitions: BlockingPartitionTracker | None = None,
+    execution: Execution | None = None,
 ) -> TaskDeploymentDescriptor:
     """`partitions`: where blocking results are written and which files a consumer reads (None: no
-    blocking exchanges; every channel reads from its producer's TaskManager)."""
+    blocking exchanges; every channel reads from its producer's TaskManager). `execution`: the attempt
+    to deploy with its assigned slot (a speculative one); None: the current attempt in `placement`."""
     jv = ev.job_vertex
-    slot: PhysicalSlot = placement[ev.id]
+    ex = execution or ev.current_execution
+    slot: PhysicalSlot = placement[ev.id] if execution is None else execution.assigned_resource  # type: ignore[assignment]
     produced = []
     for ds in jv.produced_datasets:
         part = ev.produced_partitions[ds.id]
@@ -68,7 +71,6 @@ def build_tdd(
                 dataset_id=ci.dataset_id, target_node_id=ci.target_node_id, type_number=ci.type_number, channels=channels
             )
         )
-    ex = ev.current_execution
     return TaskDeploymentDescriptor(
         job_id=eg.job_id,
         job_name=eg.job_name,

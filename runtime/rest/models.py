@@ -195,6 +195,8 @@ class SubtaskInfo(_Timespan):
     backpressure_ratio: float = Field(alias="backpressure-ratio")
     backpressure_level: BackpressureLevel = Field(alias="backpressure-level")
     failure: ExceptionInfo | None = None
+    # speculative execution: the subtask's other attempts that ran beside this one (Flink's field)
+    other_concurrent_attempts: list["SubtaskInfo"] = Field(default_factory=list, alias="other-concurrent-attempts")
 
 
 class VertexInfo(_Timespan):
@@ -429,6 +431,7 @@ def subtask_info(st: m.SubtaskDetails, now_ms: int) -> SubtaskInfo:
         metrics=io_metrics(st.metrics, st.backpressured_ms), backpressure_ratio=ratio,
         backpressure_level=backpressure_level(ratio),
         failure=exception_info(st.failure, end) if st.failure is not None else None,
+        other_concurrent_attempts=[subtask_info(other, now_ms) for other in st.other_concurrent_attempts],
     )
 
 

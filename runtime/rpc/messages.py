@@ -553,6 +553,9 @@ class SubtaskDetails(Message):
     backpressured_ms: int = 0
     backpressure_ratio: float = 0.0
     failure: ErrorInfo | None = None
+    # speculative execution: the subtask's other attempts that ran beside this one (Flink's REST:
+    # other-concurrent-attempts); each without further nesting
+    other_concurrent_attempts: list["SubtaskDetails"] = Field(default_factory=list)
 
 
 class VertexDetails(Message):

@@ -35,6 +35,8 @@ class TaskManagerConfig(BaseModel):
     watch_parent: bool = True
     spark_executor_id: str | None = None
     log_level: str = "INFO"
+    # testing: every task waits this long once RUNNING, as on a slow machine (speculative execution tests)
+    testing_task_delay_s: float = Field(0.0, ge=0)
 
 
 # imported inside connector/operator functions (kept out of the client's import path), loaded up front
@@ -84,6 +86,7 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
         te = TaskExecutor(
             rpc, cfg.tm_id, jm_peer, network, cfg.num_slots, cfg.resource_profile, cfg.spark_executor_id
         )
+        te.task_start_delay_s = cfg.testing_task_delay_s
         te.start()
         while not te.terminated.wait(0.5):
             if cfg.watch_parent and os.getppid() != parent:

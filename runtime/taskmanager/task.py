@@ -103,6 +103,7 @@ class _LogicalInput:
 
 
 class Task:
+    start_delay_s = 0.0  # testing: set by a TaskExecutor configured as slow
     def __init__(
         self,
         tdd: TaskDeploymentDescriptor,
@@ -237,6 +238,8 @@ class Task:
             chain.open()
             self._transition(ExecutionState.RUNNING)
             self.log.info("running")
+            if self.start_delay_s > 0:  # testing: a slow machine
+                self._canceled.wait(self.start_delay_s)
             self._interrupter.open_window()
             try:
                 if chain.sources:

@@ -47,6 +47,7 @@ class TaskExecutor(RpcEndpoint):
         self.spark_executor_id = spark_executor_id
         self.registration_timeout_s = registration_timeout_s
         self.tasks: dict[str, Task] = {}
+        self.task_start_delay_s = 0.0  # testing: a slow TaskManager (TaskManagerConfig.testing_task_delay_s)
         self._attempts_by_allocation: dict[str, list[str]] = {}
         self.terminated = threading.Event()
         self.termination_cause = ""
@@ -252,6 +253,7 @@ class TaskExecutor(RpcEndpoint):
             jm.call_sync(method, msg, timeout=60)
 
         task = Task(tdd, self.network, self.tm_id, report, send_event, self._task_terminal, checkpoint_response)
+        task.start_delay_s = self.task_start_delay_s
         self.tasks[tdd.execution_attempt_id] = task
         self._attempts_by_allocation.setdefault(tdd.allocation_id, []).append(tdd.execution_attempt_id)
         task.start()

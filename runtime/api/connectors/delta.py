@@ -329,7 +329,10 @@ class DeltaSinkCoordinator:
         self.job_id = job_id
         self.operator_name = operator_name
         self.parallelism = parallelism
-        self._files: dict[int, tuple[int, list[dict[str, Any]]]] = {}  # subtask -> (attempt, tail files)
+        # subtask -> attempt number -> the tail files it reported; at the end each subtask's newest
+        # attempt counts (a restart's), unless the scheduler discarded it (a speculative attempt that lost)
+        self._files: dict[int, dict[int, list[dict[str, Any]]]] = {}
+        self._discarded: set[tuple[int, int]] = set()  # (subtask, attempt) whose output must not be committed
         self._superseded: list[dict[str, Any]] = []
         declared = _to_arrow_schema(sink.schema)
         self._schema: Any = _delta_compatible(declared) if declared is not None else None
@@ -356,14 +359,34 @@ class DeltaSinkCoordinator:
     def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
         if not isinstance(event, dict) or event.get("type") != "delta_files":
             return
-        prev = self._files.get(subtask)
-        if prev is not None and prev[0] > attempt:
-            self._superseded.extend(event["files"])  # a late report of an older attempt
+        if (subtask, attempt) in self._discarded:
+            self._superseded.extend(event["files"])  # a late report of an attempt that lost
             return
-        if prev is not None:
-            self._superseded.extend(prev[1])
-        self._files[subtask] = (attempt, list(event["files"]))
+        reports = self._files.setdefault(subtask, {})
+        self._superseded.extend(reports.get(attempt, []))
+        reports[attempt] = list(event["files"])
         self._note_schema(subtask, event.get("schema"))
+
+    # speculative execution: attempts of one subtask run at once; only the winner's files are committed
+    supports_concurrent_execution_attempts = True
+
+    def execution_attempt_failed(self, subtask: int, attempt: int) -> None:
+        """The scheduler gave up on this attempt (Flink: OperatorCoordinator.executionAttemptFailed),
+        e.g. it lost to a speculative one: its files are never committed."""
+        self._discarded.add((subtask, attempt))
+        self._superseded.extend(self._files.get(subtask, {}).pop(attempt, []))
+
+    def _tails(self) -> dict[int, list[dict[str, Any]]]:
+        """Each subtask's files from its newest reporting attempt; older attempts' files are superseded."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        for subtask, reports in self._files.items():
+            if not reports:
+                continue
+            newest = max(reports)
+            for attempt in [a for a in reports if a != newest]:
+                self._superseded.extend(reports.pop(attempt))
+            out[subtask] = reports[newest]
+        return out
 
     def _note_schema(self, subtask: int, schema: Any) -> None:
         if schema is None:
@@ -526,14 +549,15 @@ class DeltaSinkCoordinator:
 
     # --- end of the job -----------------------------------------------------------------------
     def on_job_finished(self) -> dict[str, Any]:
-        missing = sorted(set(range(self.parallelism)) - set(self._files))
+        tails = self._tails()
+        missing = sorted(set(range(self.parallelism)) - set(tails))
         if missing:
             raise StorageError(
                 f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
                 f"subtask(s) {missing}; nothing committed"
             )
         self._check_schemas()
-        files = self._not_committed([f for _, (_, fs) in sorted(self._files.items()) for f in fs])
+        files = self._not_committed([f for _, fs in sorted(tails.items()) for f in fs])
         from runtime.storage.delta_commit import table_schema  # only storage/ touches deltalake
 
         version = self.sink.app_version if self._last_checkpoint is None else self._last_checkpoint + 1
@@ -571,7 +595,7 @@ class DeltaSinkCoordinator:
     def close(self) -> None:
         if not self._committed and not self._keep_files:
             # the job did not finish: its tail files are referenced by no commit
-            self._delete([f for _, fs in self._files.values() for f in fs] + self._superseded)
+            self._delete([f for reports in self._files.values() for fs in reports.values() for f in fs] + self._superseded)
             if self._last_checkpoint is not None:
                 # files handed to checkpoints that never completed (the completed ones are committed)
                 try:

@@ -27,7 +27,7 @@ from runtime.core.checkpoint import SAVEPOINT_IGNORE_UNCLAIMED_KEY, SAVEPOINT_PA
 from runtime.core.errors import CheckpointError, InvalidProgramError, NoResourceAvailableError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
-from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertex, ExecutionVertexID
+from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
 from runtime.graph.job_graph import JobGraph, JobType, ResultPartitionType
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
@@ -37,6 +37,7 @@ from runtime.jobmanager.scheduler.failover import failover_strategy_from_config,
 from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
 from runtime.jobmanager.scheduler.slot_sharing import least_resource_requirements
+from runtime.jobmanager.scheduler.speculative_handler import SpeculativeExecutionHandler
 from runtime.jobmanager.scheduler.strategy import EagerSchedulingStrategy, PipelinedRegionSchedulingStrategy, SchedulingStrategy
 from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 from runtime.rpc import gateways as gw
@@ -122,6 +123,8 @@ class Scheduler:
         self._restart_generation = 0
         self._restored_checkpoint: Any = None
         self.archived: m.JobDetailsMessage | None = None
+        # speculative execution (batch): slow subtasks get another attempt elsewhere, the first to finish wins
+        self.speculation = SpeculativeExecutionHandler(self)
 
     def _blocking_partition_available(self, partition_id: str) -> bool:
         """Region failover's view (Flink: the partition tracker's): a blocking partition is there if it is
@@ -160,6 +163,7 @@ class Scheduler:
         self._set_status(JobStatus.RUNNING)
         self._log(logging.INFO, "requesting %d slots: %s", self.slots_needed, "; ".join(r.describe() for r in self.resource_requirements))
         self._schedule(self.strategy.start_scheduling())
+        self.speculation.start()
         try:
             await self.declare_slots(self.slots_needed)
         except Exception as e:  # noqa: BLE001
@@ -168,6 +172,9 @@ class Scheduler:
     async def declare_slots(self, slots: int) -> None:
         """Declare the job's requirements at the ResourceManager (any slots > 0: all of them; 0 clears)."""
         requirements = self.resource_requirements if slots > 0 else []
+        extra = self.speculation.extra_slots
+        if requirements and extra:  # speculative attempts need slots beyond the job's own
+            requirements = [requirements[0].model_copy(update={"count": requirements[0].count + extra}), *requirements[1:]]
         ack: m.Ack = await self.host.rm.declare_required_resources(
             m.ResourceRequirements(
                 job_id=self.job_id, job_master_endpoint=self.host.endpoint_id, job_name=self.job_graph.job_name, requirements=requirements
@@ -243,10 +250,11 @@ class Scheduler:
 
     def wants_slots(self) -> bool:
         return self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING) and (
-            bool(self._waiting) or len(self.slot_pool) < self.slots_needed
+            bool(self._waiting) or self.speculation.wants_slots() or len(self.slot_pool) < self.slots_needed + self.speculation.extra_slots
         )
 
     def try_deploy(self) -> None:
+        self.speculation.try_deploy()
         if not self._waiting or self.status.state is not JobStatus.RUNNING:
             return
         placement: dict[ExecutionVertexID, PhysicalSlot] = {}
@@ -290,13 +298,13 @@ class Scheduler:
             restored_operators=[op.operator_id for op in ev.job_vertex.operators if op.operator_id in known],
         )
 
-    async def _deploy(self, ev: ExecutionVertex) -> None:
-        ex = ev.current_execution
+    async def _deploy(self, ev: ExecutionVertex, speculative: Execution | None = None) -> None:
+        ex = speculative or ev.current_execution
         if ex.state is not ExecutionState.SCHEDULED:
             return
         ex.transition_state(ExecutionState.DEPLOYING)
-        slot = self.placement[ev.id]
-        tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config, self.partitions)
+        slot = ex.assigned_resource if speculative is not None else self.placement[ev.id]
+        tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config, self.partitions, execution=speculative)
         if self.checkpoints is not None:
             tdd.checkpoint_dir = self.checkpoint_config.table_uri
         tdd.task_restore = self._task_restore(ev)
@@ -304,11 +312,11 @@ class Scheduler:
         try:
             await te.submit_task(tdd, timeout=30)
         except Exception as e:  # noqa: BLE001
-            if ex is ev.current_execution and ex.state is ExecutionState.DEPLOYING:
+            if ex.state is ExecutionState.DEPLOYING and ev.execution(ex.attempt_id) is ex:
                 ex.fail(None)
-                self.on_task_failed(
-                    ev, m.ErrorInfo(type_name=type(e).__name__, message=f"deployment to TaskManager {slot.tm_id} failed: {e}", task=ev.task_name_with_subtask, task_manager=slot.tm_id)
-                )
+                error = m.ErrorInfo(type_name=type(e).__name__, message=f"deployment to TaskManager {slot.tm_id} failed: {e}", task=ev.task_name_with_subtask, task_manager=slot.tm_id)
+                if not self.speculation.discard_if_concurrent(ev, ex, error):
+                    self.on_task_failed(ev, error)
 
     async def _check_slot_timeout(self, generation: int) -> None:
         if generation != self._waiting_since or not self._waiting or self.status.state is not JobStatus.RUNNING:
@@ -332,14 +340,17 @@ class Scheduler:
     # --- task state -------------------------------------------------------------------------------
     def update_task_execution_state(self, msg: m.TaskExecutionStateUpdate) -> m.Ack:
         ev = self.by_attempt.get(msg.execution_attempt_id)
-        if ev is None or ev.current_execution.attempt_id != msg.execution_attempt_id:
+        ex = ev.execution(msg.execution_attempt_id) if ev is not None else None
+        if ev is None or ex is None:
             return m.Ack(ok=False, message="unknown or stale attempt")
-        ex = ev.current_execution
         self.metrics[msg.execution_attempt_id] = msg.metrics
         if ex.state.is_terminal or not ex.can_transition(msg.state):
             return m.Ack(ok=False, message=f"ignored {ex.state.name} -> {msg.state.name}")
         was_canceling = ex.state is ExecutionState.CANCELING
         ex.transition_state(msg.state)
+        if ev.speculative_executions and msg.state.is_terminal and self.speculation.on_attempt_ended(ev, ex, msg):
+            self._check_terminal()
+            return m.Ack()
         running = self.status.state is JobStatus.RUNNING
         if msg.state is ExecutionState.FAILED:
             ex.failure_info = msg.error
@@ -395,11 +406,13 @@ class Scheduler:
         self._log(logging.WARNING, "%s", cause)
         failed: list[ExecutionVertex] = []
         for ev in self.eg.all_vertices():
-            slot = self.placement.get(ev.id)
-            ex = ev.current_execution
-            if slot is not None and slot.tm_id == tm_id and ex.assigned_resource is not None and not ex.state.is_terminal:
-                ex.fail(cause)
-                failed.append(ev)
+            for ex in ev.current_executions():
+                slot = ex.assigned_resource
+                if isinstance(slot, PhysicalSlot) and slot.tm_id == tm_id and not ex.state.is_terminal:
+                    ex.fail(cause)
+                    error = m.ErrorInfo(type_name="TaskManagerLostError", message=cause, task=ev.task_name_with_subtask, task_manager=tm_id)
+                    if not self.speculation.discard_if_concurrent(ev, ex, error) and ev not in failed:
+                        failed.append(ev)
         if failed and self.status.state is JobStatus.RUNNING:
             err = m.ErrorInfo(type_name="TaskManagerLostError", message=cause, task=failed[0].task_name_with_subtask, task_manager=tm_id)
             self._handle_failure([ev for ev in failed if ev.id not in self._pending_restart], err)
@@ -486,7 +499,7 @@ class Scheduler:
 
     async def _restart_after(self, generation: int, not_before: float) -> None:
         # wait until every attempt to restart has ended (cancelled, failed or its TaskManager gone)
-        while any(not self.eg.vertex(v).execution_state.is_terminal for v in self._pending_restart):
+        while any(not self.eg.vertex(v).all_attempts_ended() for v in self._pending_restart):
             if generation != self._restart_generation or self.status.state not in (JobStatus.RUNNING, JobStatus.RESTARTING):
                 return
             await asyncio.sleep(0.02)
@@ -543,12 +556,15 @@ class Scheduler:
         return await self.host.loop.run_in_executor(None, fn, *args)
 
     def _cancel_execution(self, ev: ExecutionVertex) -> None:
-        ex = ev.current_execution
+        for ex in ev.current_executions():
+            self._cancel_attempt(ev, ex)
+
+    def _cancel_attempt(self, ev: ExecutionVertex, ex: Execution) -> None:
         if ex.state in (ExecutionState.CREATED, ExecutionState.SCHEDULED):
             ex.transition_state(ExecutionState.CANCELED)
         elif not ex.state.is_terminal and ex.state is not ExecutionState.CANCELING:
             ex.transition_state(ExecutionState.CANCELING)
-            slot = self.placement.get(ev.id)
+            slot = ex.assigned_resource if isinstance(ex.assigned_resource, PhysicalSlot) else self.placement.get(ev.id)
             if slot is not None:
                 te = self.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
                 self.host.spawn(self._cancel_task(te, ev, ex.attempt_id))
@@ -559,8 +575,8 @@ class Scheduler:
             gone = not ack.ok  # the TaskExecutor does not know the attempt (never arrived or already ended)
         except Exception:  # noqa: BLE001 - an unreachable TaskManager's tasks are gone anyway
             gone = True
-        ex = ev.current_execution
-        if gone and ex.attempt_id == attempt_id and not ex.state.is_terminal:
+        ex = ev.execution(attempt_id)
+        if gone and ex is not None and not ex.state.is_terminal:
             ex.transition_state(ExecutionState.CANCELED)
             self._check_terminal()
 
@@ -614,12 +630,12 @@ class Scheduler:
     def _check_terminal(self) -> None:
         st = self.status.state
         if self.stopping and st is JobStatus.RUNNING:
-            if all(ev.execution_state.is_terminal for ev in self.eg.all_vertices()):
+            if all(ev.all_attempts_ended() for ev in self.eg.all_vertices()):
                 self._finalize(JobStatus.FINISHED)
             return
         if st not in (JobStatus.FAILING, JobStatus.CANCELLING):
             return
-        if all(ev.execution_state.is_terminal for ev in self.eg.all_vertices()):
+        if all(ev.all_attempts_ended() for ev in self.eg.all_vertices()):
             self._finalize(JobStatus.FAILED if st is JobStatus.FAILING else JobStatus.CANCELED)
 
     # --- checkpoints --------------------------------------------------------------------------------
@@ -738,6 +754,7 @@ class Scheduler:
         if self.checkpoints is not None:
             self.checkpoints.stop_periodic()
             await self.checkpoints.abort_pending("every task finished")
+        await self.speculation.await_losing_attempts()
         try:
             per_operator: dict[str, Any] = {}
             for node_id, coord in self.coordinators.items():
@@ -879,25 +896,9 @@ class Scheduler:
         for ejv in self.eg.job_vertices:
             subtasks = []
             for ev in ejv.task_vertices:
-                ex = ev.current_execution
-                slot = self.placement.get(ev.id) if ex.assigned_resource is not None else None
-                bp_ms, bp_ratio = self.backpressure.get(ex.attempt_id, (0, 0.0))
-                failure = ex.failure_info if isinstance(ex.failure_info, m.ErrorInfo) else None
-                subtasks.append(
-                    m.SubtaskDetails(
-                        subtask_index=ev.subtask_index,
-                        state=ex.state,
-                        attempt_number=ex.attempt_number,
-                        attempt_id=ex.attempt_id,
-                        tm_id=slot.tm_id if slot is not None else None,
-                        host=slot.data_address.host if slot is not None else None,
-                        state_timestamps_ms={st.value: int(ts * 1000) for st, ts in ex.state_timestamps.items()},
-                        metrics=self.metrics.get(ex.attempt_id) or m.TaskMetricsSnapshot(),
-                        backpressured_ms=bp_ms,
-                        backpressure_ratio=0.0 if ex.state.is_terminal else bp_ratio,
-                        failure=failure,
-                    )
-                )
+                details = self._attempt_details(ev, ev.current_execution)
+                details.other_concurrent_attempts = [self._attempt_details(ev, ex) for ex in ev.speculative_executions]
+                subtasks.append(details)
             vertices.append(
                 m.VertexDetails(
                     vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, max_parallelism=ejv.max_parallelism,
@@ -914,6 +915,23 @@ class Scheduler:
             vertices=vertices,
             error=self.failure if status is not JobStatus.FINISHED else None,
             regions=self._region_details(),
+        )
+
+    def _attempt_details(self, ev: ExecutionVertex, ex: Execution) -> m.SubtaskDetails:
+        slot = ex.assigned_resource if isinstance(ex.assigned_resource, PhysicalSlot) else None
+        bp_ms, bp_ratio = self.backpressure.get(ex.attempt_id, (0, 0.0))
+        return m.SubtaskDetails(
+            subtask_index=ev.subtask_index,
+            state=ex.state,
+            attempt_number=ex.attempt_number,
+            attempt_id=ex.attempt_id,
+            tm_id=slot.tm_id if slot is not None else None,
+            host=slot.data_address.host if slot is not None else None,
+            state_timestamps_ms={st.value: int(ts * 1000) for st, ts in ex.state_timestamps.items()},
+            metrics=self.metrics.get(ex.attempt_id) or m.TaskMetricsSnapshot(),
+            backpressured_ms=bp_ms,
+            backpressure_ratio=0.0 if ex.state.is_terminal else bp_ratio,
+            failure=ex.failure_info if isinstance(ex.failure_info, m.ErrorInfo) else None,
         )
 
     def _region_details(self) -> list[m.RegionDetails]:

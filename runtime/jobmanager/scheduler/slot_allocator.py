@@ -8,7 +8,7 @@ group's profile.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from runtime.core.errors import NoResourceAvailableError
 from runtime.core.states import ExecutionState
@@ -34,6 +34,10 @@ class ExecutionSlotAllocator:
         self.reuse_slots = reuse_slots
         self._members: dict[SharedSlotKey, list[ExecutionVertexID]] = {}
         self._placed: set[str] = set()  # attempt ids that got a slot
+        # speculative execution: attempt id -> (subtask, slot) of attempts outside their shared slot
+        self._speculative: dict[str, tuple[ExecutionVertexID, PhysicalSlot]] = {}
+        # settable: TaskManagers that take no new attempts (the speculative scheduler's blocklist)
+        self.is_blocked: Callable[[str], bool] = lambda _tm_id: False
         self.refresh()
 
     def refresh(self) -> None:
@@ -49,6 +53,47 @@ class ExecutionSlotAllocator:
             if ex.attempt_id in self._placed and ex.state not in _ENDED:
                 return True
         return False
+
+    def _speculative_in_use(self) -> set[str]:
+        """Allocation ids held by speculative (or losing) attempts that have not ended."""
+        used = set()
+        for attempt_id, (vid, slot) in list(self._speculative.items()):
+            ex = self.eg.vertex(vid).execution(attempt_id)
+            if ex is None or ex.state in _ENDED:
+                del self._speculative[attempt_id]
+            else:
+                used.add(slot.allocation_id)
+        return used
+
+    def _free(self, used: set[str]) -> list[PhysicalSlot]:
+        used = used | self._speculative_in_use()
+        return [s for s in self.slot_pool.available() if s.allocation_id not in used and not self.is_blocked(s.tm_id)]
+
+    def allocate_speculative(self, vid: ExecutionVertexID, attempt_id: str) -> PhysicalSlot | None:
+        """A slot of the subtask's group for another attempt of it, on a TaskManager that is not blocked
+        and not running another attempt of it; None if the pool has none free now."""
+        ev = self.eg.vertex(vid)
+        busy_tms = {getattr(ex.assigned_resource, "tm_id", None) for ex in ev.current_executions() if ex.state not in _ENDED}
+        held = set(self.slot_pool.slots)
+        used = {s.allocation_id for k, s in self.shared.items() if s.allocation_id in held and self._in_use(k)}
+        free = [s for s in self._free(used) if s.tm_id not in busy_tms]
+        slot = _best_fit(free, self._profiles.get(ev.job_vertex.slot_sharing_group))
+        if slot is not None:
+            self._speculative[attempt_id] = (vid, slot)
+        return slot
+
+    def promote(self, vid: ExecutionVertexID, winner_attempt_id: str, previous_attempt_id: str) -> None:
+        """A speculative attempt became the subtask's current one: its slot becomes the shared slot,
+        and the previous current attempt keeps its slot until it ended."""
+        entry = self._speculative.pop(winner_attempt_id, None)
+        if entry is None:
+            return
+        key = self._key(vid)
+        old = self.shared.get(key)
+        if old is not None:
+            self._speculative[previous_attempt_id] = (vid, old)
+        self.shared[key] = entry[1]
+        self._placed.add(winner_attempt_id)
 
     def _key(self, vid: ExecutionVertexID) -> SharedSlotKey:
         return (self.eg.vertex(vid).job_vertex.slot_sharing_group, vid.subtask_index)
@@ -68,9 +113,9 @@ class ExecutionSlotAllocator:
         alive = {k: s for k, s in self.shared.items() if s.allocation_id in held}
         if self.reuse_slots:
             wanted = {self._key(v) for v in vertices}
-            alive = {k: s for k, s in alive.items() if k in wanted or self._in_use(k)}
-        used = {s.allocation_id for s in alive.values()}
-        free = [s for s in self.slot_pool.available() if s.allocation_id not in used]
+            # a shared slot on a blocked TaskManager serves only the tasks still running in it
+            alive = {k: s for k, s in alive.items() if self._in_use(k) or (k in wanted and not self.is_blocked(s.tm_id))}
+        free = self._free({s.allocation_id for s in alive.values()})
         new: dict[SharedSlotKey, PhysicalSlot] = {}
         for key in sorted({self._key(v) for v in vertices} - set(alive)):
             slot = _best_fit(free, self._profiles.get(key[0]))

@@ -110,6 +110,25 @@ def test_restarted_attempt_supersedes_old_files(tmp_path):
     assert len([f for f in os.listdir(path) if f.endswith(".parquet")]) == 1  # old attempt's file deleted
 
 
+@pytest.mark.parametrize("winner", [0, 1], ids=["original-wins", "speculative-wins"])
+def test_only_the_winning_attempts_files_are_committed_when_attempts_run_at_once(tmp_path, winner):
+    """Speculative execution: both attempts of subtask 0 reported their files; the scheduler discards
+    the loser (whichever attempt number it has), and a report arriving after that is discarded too."""
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    assert coord.supports_concurrent_execution_attempts
+    _write(sink, coord, 0, 2, [obj([Row(x=1, attempt=0)])], attempt=0)
+    _write(sink, coord, 0, 2, [obj([Row(x=1, attempt=1)])], attempt=1)
+    coord.execution_attempt_failed(0, 1 - winner)
+    _write(sink, coord, 1, 2, [obj([Row(x=2, attempt=winner)])], attempt=winner)
+    coord.execution_attempt_failed(1, 1 - winner)
+    _write(sink, coord, 1, 2, [obj([Row(x=2, attempt=1 - winner)])], attempt=1 - winner)  # after it lost
+    coord.on_job_finished()
+    assert _read(path) == [{"x": 1, "attempt": winner}, {"x": 2, "attempt": winner}]
+    assert len([f for f in os.listdir(path) if f.endswith(".parquet")]) == 2  # the losers' files deleted
+
+
 def test_partitioned_rolling_overwrite_and_schema(tmp_path):
     path = str(tmp_path / "t")
     schema = Types.ROW_NAMED(["day", "v"], [Types.STRING(), Types.LONG()])
