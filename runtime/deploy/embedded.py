@@ -51,7 +51,7 @@ class EmbeddedExecutor:
 
             master = self.spark_master or f"local[{max(2, slots)}]"
             spark = build_spark_session(SparkSessionConfig(master=master))
-        cluster = MiniCluster(MiniClusterConfig(provider=self.provider, tm_log_level=self.tm_log_level), spark=spark).start()
+        cluster = MiniCluster(MiniClusterConfig(provider=self.provider, tm_log_level=self.tm_log_level, echo_task_manager_stdout=True), spark=spark).start()
         try:
             job_id = cluster.submit_job(job_graph)
         except BaseException:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 import uuid
 from typing import Any, Literal
@@ -53,6 +54,15 @@ class MiniClusterConfig(BaseModel):
     heartbeat_interval_ms: int = 1000
     heartbeat_timeout_ms: int = 10000
     tm_log_level: str = "INFO"
+    echo_task_manager_stdout: bool = Field(
+        False, description="write what tasks print to this process's stdout (an embedded run: the client's); "
+        "always kept per TaskManager for REST /taskmanagers/{id}/stdout"
+    )
+
+
+def _echo_stdout(tm_id: str, text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def machine_task_manager_profile() -> m.ResourceProfile:
@@ -93,6 +103,8 @@ class MiniCluster:
             self.provider,
             self.resource_manager_config(),
         )
+        if cfg.echo_task_manager_stdout:
+            self.resource_manager.on_task_manager_stdout = _echo_stdout
         self.resource_manager.start()
         self.dispatcher = Dispatcher(self.rpc)
         self.dispatcher.start()

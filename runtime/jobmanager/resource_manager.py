@@ -8,7 +8,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -26,6 +26,8 @@ from runtime.rpc.messages import ResourceProfile
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
 
 log = logging.getLogger(__name__)
+STDOUT_TAIL_CHARS = 1024 * 1024  # newest stdout kept per TaskManager (REST /taskmanagers/{id}/stdout)
+STDOUT_TAILS_KEPT = 64  # TaskManagers whose stdout is kept (live and recently gone)
 
 
 class ResourceManagerConfig(BaseModel):
@@ -100,6 +102,10 @@ class ResourceManager(RpcEndpoint):
         self.start_failures = 0
         self.last_start_failure: str | None = None
         self._next_start_at = 0.0
+        # what each TaskManager printed: its newest STDOUT_TAIL_CHARS (REST), and a settable listener
+        # (an embedded run writes it to the client's stdout)
+        self.stdout_tails: dict[str, tuple[str, bool]] = {}
+        self.on_task_manager_stdout: Callable[[str, str], None] | None = None
         provider.set_termination_handler(lambda tm_id, diagnostics: self.run_in_main_thread(self._worker_terminated, tm_id, diagnostics))
 
     async def on_start(self) -> None:
@@ -176,6 +182,29 @@ class ResourceManager(RpcEndpoint):
                 for t in self.slot_manager.task_managers.values()
             ]
         )
+
+    @rpc_method
+    async def task_manager_stdout(self, msg: m.TaskManagerStdout) -> m.Ack:
+        tail, truncated = self.stdout_tails.get(msg.tm_id, ("", False))
+        tail += msg.text
+        if len(tail) > STDOUT_TAIL_CHARS:
+            tail, truncated = tail[-STDOUT_TAIL_CHARS:], True
+        self.stdout_tails[msg.tm_id] = (tail, truncated)
+        if len(self.stdout_tails) > 4 * STDOUT_TAILS_KEPT:  # TaskManagers come and go: keep the newest
+            for old in list(self.stdout_tails)[: len(self.stdout_tails) - STDOUT_TAILS_KEPT]:
+                del self.stdout_tails[old]
+        if self.on_task_manager_stdout is not None:
+            try:
+                self.on_task_manager_stdout(msg.tm_id, msg.text)
+            except Exception:  # noqa: BLE001 - e.g. the client's stdout is a closed pipe
+                log.warning("[ResourceManager] could not write the stdout of TaskManager %s", msg.tm_id)
+        return m.Ack()
+
+    @rpc_method
+    async def request_task_manager_stdout(self, msg: m.TaskManagerIdMessage) -> m.TaskManagerStdoutTail:
+        known = msg.tm_id in self.slot_manager.task_managers or msg.tm_id in self.stdout_tails
+        text, truncated = self.stdout_tails.get(msg.tm_id, ("", False))
+        return m.TaskManagerStdoutTail(tm_id=msg.tm_id, known=known, text=text, truncated=truncated)
 
     def _tm_lost(self, tm_id: str, cause: str) -> None:
         if tm_id not in self.slot_manager.task_managers and tm_id not in self.slot_manager.pending_task_managers:

@@ -232,6 +232,17 @@ def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: Cluste
                 return rm.task_manager_details(t)
         raise ApiError(404, f"unknown TaskManager {tmid!r}: it never registered here, or it was released or lost")
 
+    @api.get(
+        "/taskmanagers/{tmid}/stdout", response_class=Response, tags=["cluster"],
+        summary="What a TaskManager's tasks printed, its newest 1 MiB (Flink: /taskmanagers/:id/stdout)",
+        responses={200: {"content": {"text/plain": {}}}, 404: {"model": rm.ErrorResponse, "description": "unknown TaskManager"}},
+    )
+    async def task_manager_stdout(tmid: str = Path(description="TaskManager id", max_length=1024)) -> Response:
+        tail: m.TaskManagerStdoutTail = await resource_manager.request_task_manager_stdout(m.TaskManagerIdMessage(tm_id=tmid), timeout=CALL_TIMEOUT_S)
+        if not tail.known:
+            raise ApiError(404, f"unknown TaskManager {tmid!r}: it never registered here, or it was released or lost long ago")
+        return Response(content=tail.text, media_type="text/plain; charset=utf-8")
+
     # --- jobs ------------------------------------------------------------------------------
     @api.get("/jobs", response_model=rm.JobIdsWithStatus, tags=["jobs"], summary="Job ids and states (Flink: /jobs)")
     async def jobs() -> rm.JobIdsWithStatus:

@@ -46,8 +46,8 @@ class RestClusterClient:
         self.timeout = timeout
 
     # --- transport ------------------------------------------------------------------------------
-    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float | None = None) -> Any:
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+    def _request(self, method: str, path: str, body: bytes | None = None, timeout: float | None = None, text: bool = False) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/plain" if text else "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
@@ -59,6 +59,8 @@ class RestClusterClient:
         except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
             reason = getattr(e, "reason", e)
             raise RestError(f"cannot reach the cluster at {self.url} ({method} {path}): {reason}; is it running?", status=0) from None
+        if text:
+            return raw.decode("utf-8", errors="replace")
         if not raw:
             return None
         try:
@@ -92,6 +94,10 @@ class RestClusterClient:
 
     def task_manager(self, tm_id: str) -> rm.TaskManagerDetails:
         return rm.TaskManagerDetails.model_validate(self._request("GET", f"/taskmanagers/{_quote(tm_id)}"))
+
+    def task_manager_stdout(self, tm_id: str) -> str:
+        """What the TaskManager's tasks printed (its newest 1 MiB)."""
+        return self._request("GET", f"/taskmanagers/{_quote(tm_id)}/stdout", text=True)
 
     # --- jobs -----------------------------------------------------------------------------------
     def submit_job(self, job_graph: JobGraph) -> str:

@@ -501,6 +501,26 @@ class TaskManagerLost(Message):
     cause: str
 
 
+class TaskManagerStdout(Message):
+    """TM -> RM: what the TaskManager's tasks printed, in order (Flink: the TaskManager's .out file)."""
+
+    tm_id: str
+    text: str
+
+
+class TaskManagerIdMessage(Message):
+    tm_id: str
+
+
+class TaskManagerStdoutTail(Message):
+    """The newest stdout of one TaskManager (REST /taskmanagers/{id}/stdout); `known` False: no such TaskManager."""
+
+    tm_id: str
+    known: bool = True
+    text: str = ""
+    truncated: bool = False  # older output was dropped (only the newest STDOUT_TAIL_CHARS are kept)
+
+
 class TaskManagerInfo(Message):
     tm_id: str
     host: str

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import time
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -37,6 +38,8 @@ class TaskManagerConfig(BaseModel):
     log_level: str = "INFO"
     # testing: every task waits this long once RUNNING, as on a slow machine (speculative execution tests)
     testing_task_delay_s: float = Field(0.0, ge=0)
+    # what tasks print goes to the JobManager (the client's stdout when embedded; REST otherwise)
+    forward_stdout: bool = True
 
 
 # imported inside connector/operator functions (kept out of the client's import path), loaded up front
@@ -87,6 +90,8 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             rpc, cfg.tm_id, jm_peer, network, cfg.num_slots, cfg.resource_profile, cfg.spark_executor_id
         )
         te.task_start_delay_s = cfg.testing_task_delay_s
+        if cfg.forward_stdout:
+            te.stdout = _forward_stdout(te, cfg.tm_id)
         te.start()
         while not te.terminated.wait(0.5):
             if cfg.watch_parent and os.getppid() != parent:
@@ -98,6 +103,10 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             time.sleep(0.05)
         return cause
     finally:
+        if te is not None and te.stdout is not None:
+            from runtime.taskmanager.stdout import uninstall
+
+            uninstall(te.stdout)  # ships what is left
         if te is not None:
             te.stop()
         network.shutdown()
@@ -108,6 +117,14 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             logging.shutdown()
             _flush_std_streams()
             os._exit(1)
+
+
+def _forward_stdout(te: Any, tm_id: str) -> Any:
+    from runtime.rpc.messages import TaskManagerStdout
+    from runtime.taskmanager.stdout import install
+
+    rm = te._rm
+    return install(lambda text: rm.call_sync("task_manager_stdout", TaskManagerStdout(tm_id=tm_id, text=text), timeout=10))
 
 
 def _flush_std_streams() -> None:

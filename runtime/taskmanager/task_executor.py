@@ -47,6 +47,7 @@ class TaskExecutor(RpcEndpoint):
         self.spark_executor_id = spark_executor_id
         self.registration_timeout_s = registration_timeout_s
         self.tasks: dict[str, Task] = {}
+        self.stdout: Any = None  # the StdoutForwarder when this TaskManager forwards what tasks print
         self.task_start_delay_s = 0.0  # testing: a slow TaskManager (TaskManagerConfig.testing_task_delay_s)
         self._attempts_by_allocation: dict[str, list[str]] = {}
         self.terminated = threading.Event()
@@ -235,6 +236,8 @@ class TaskExecutor(RpcEndpoint):
         def report(update: m.TaskExecutionStateUpdate) -> None:
             # a lost terminal report would leave the JobMaster waiting for this attempt: retry it
             attempts = 4 if update.state.is_terminal else 1
+            if update.state.is_terminal and self.stdout is not None:
+                self.stdout.forward()  # what the task printed reaches the JobManager before its end
             for i in range(attempts):
                 try:
                     jm.call_sync("update_task_execution_state", update, timeout=30)

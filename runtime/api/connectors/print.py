@@ -3,11 +3,13 @@ number when parallelism > 1)."""
 from __future__ import annotations
 
 import sys
+from decimal import Decimal
 from typing import Any
 
 from runtime.api.connectors.base import Sink
 from runtime.api.operators.base import StreamOperator
 from runtime.core.records import RecordBatch
+from runtime.core.row import Row
 
 
 class PrintSinkOperator(StreamOperator):
@@ -34,7 +36,40 @@ class PrintSinkOperator(StreamOperator):
 
 
 def _fmt(v: Any) -> str:
+    """What PyFlink's print() shows: a Row as Flink's Row.toString ("+I[a, 1, null]"), anything else as str()."""
+    return _java_string(v) if isinstance(v, Row) else str(v)
+
+
+def _java_string(v: Any) -> str:
+    """A field as Java's toString shows it inside a Row (Flink: RowUtils.deepToStringRow)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, Row):
+        return "+I[" + ", ".join(_java_string(x) for x in v) + "]"  # every Row here is an insert
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_java_string(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_java_string(k)}={_java_string(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, float):
+        return _java_double(v)
     return str(v)
+
+
+def _java_double(v: float) -> str:
+    """Double.toString: '1.0', '0.001', '1.0E7', '1.0E-5', 'NaN', 'Infinity' (shortest round-trip digits)."""
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0 or 1e-3 <= abs(v) < 1e7:
+        text = repr(v)
+        return text if "e" not in text else format(v, "f")
+    sign, digits, exp = Decimal(repr(v)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent = len(digits) + int(exp) - 1
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{exponent}"
 
 
 class PrintSink(Sink):

@@ -206,6 +206,31 @@ def test_unknown_ids_are_404_naming_them(rest_cluster: RestCluster) -> None:
     with pytest.raises(RestError) as info:
         client.task_manager("tm-nope")
     assert info.value.status == 404 and "tm-nope" in info.value.message
+    with pytest.raises(RestError) as info:
+        client.task_manager_stdout("tm-nope")
+    assert info.value.status == 404 and "tm-nope" in info.value.message
+
+
+def test_what_tasks_print_is_in_their_task_managers_stdout(rest_cluster: RestCluster) -> None:
+    """Flink: /taskmanagers/:id/stdout; a print sink's records and user code's print() calls."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+
+    def shout(i: int) -> int:
+        if i % 100 == 0:
+            print(f"user code saw {i}")
+        return i
+
+    env.from_collection(list(range(1000))).rebalance().map(shout).print("out")
+    client = rest_cluster.client()
+    job_id = client.submit_job(env.get_job_graph("printing"))
+    wait_until(lambda: _state(client, job_id) == "FINISHED", timeout=60)
+    tms = {st["taskmanager-id"] for v in _dump(client.job_details(job_id))["vertices"] for st in v["subtasks"]}
+    printed = "".join(client.task_manager_stdout(tm) for tm in tms).splitlines()
+    # the cluster may have run other jobs' tasks on these TaskManagers: only this job's lines count
+    records = sorted(int(line.split("> ", 1)[1]) for line in printed if line.startswith(("out:1> ", "out:2> ")))
+    assert records == list(range(1000))
+    assert sorted(line for line in printed if line.startswith("user code saw")) == sorted(f"user code saw {i}" for i in range(0, 1000, 100))
 
 
 def test_malformed_and_invalid_job_graphs_are_400_with_the_reason(rest_cluster: RestCluster) -> None:

@@ -88,6 +88,57 @@ def test_print_sink_prefix(capsys):
     assert capsys.readouterr().out == "sink:1> 1\n"
 
 
+def test_print_shows_rows_as_flinks_row_to_string_and_the_rest_as_python_does(capsys):
+    from runtime.core.row import Row
+
+    rows = [
+        Row(name="Alice", age=1, score=None, ok=True, tags=["a", "b"], inner=Row(1, "x")),
+        Row(1.0, 1e7, 1.5e-5, -2.5e20, 0.001, float("nan"), {"k": 2}),
+        ("a", 1), "plain", None,
+    ]
+    run_one_input(PrintSinkOperator(), [obj(rows)])
+    assert capsys.readouterr().out.splitlines() == [
+        "+I[Alice, 1, null, true, [a, b], +I[1, x]]",
+        "+I[1.0, 1.0E7, 1.5E-5, -2.5E20, 0.001, NaN, {k=2}]",
+        "('a', 1)", "plain", "None",
+    ]
+
+
+def test_stdout_forwarder_ships_everything_in_order_and_forward_waits_for_it():
+    import threading
+
+    from runtime.taskmanager.stdout import StdoutForwarder
+
+    shipped: list[str] = []
+    gate = threading.Event()
+
+    def send(text: str) -> None:
+        gate.wait(5)
+        shipped.append(text)
+
+    fwd = StdoutForwarder(send, interval_s=60.0, max_buffered=64)
+    writers = [threading.Thread(target=lambda i=i: [fwd.write(f"{i}-{n}\n") for n in range(50)]) for i in range(3)]
+    for w in writers:
+        w.start()
+    gate.set()  # a slow receiver: writers wait for room (64 characters), nothing is dropped
+    for w in writers:
+        w.join(10)
+    assert fwd.forward(5)
+    lines = "".join(shipped).splitlines()
+    assert sorted(lines) == sorted(f"{i}-{n}" for i in range(3) for n in range(50))
+    for i in range(3):  # each writer's lines in its order
+        assert [line for line in lines if line.startswith(f"{i}-")] == [f"{i}-{n}" for n in range(50)]
+    # a receiver that keeps failing: the text goes to the fallback stream instead of being lost
+    import io
+
+    fallback = io.StringIO()
+    broken = StdoutForwarder(lambda _t: (_ for _ in ()).throw(ConnectionError("down")), interval_s=60.0, fallback=fallback)
+    broken.write("kept\n")
+    assert broken.forward(10) and fallback.getvalue() == "kept\n"
+    fwd.close()
+    broken.close()
+
+
 # -- collect -----------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,29 @@
+"""print() of a program run embedded, TaskManagers on Spark executors: the records reach the client's stdout."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / "tests" / "integration" / "api" / "pyflink_programs" / "print_rows.py"
+
+
+def test_printed_records_land_in_the_file_stdout_is_redirected_to(tmp_path: Path) -> None:
+    out_path = tmp_path / "out.txt"
+    with open(out_path, "w") as out:
+        # `millrace run job.py > out.txt`: the default provider, TaskManagers inside Spark executors
+        proc = subprocess.run([sys.executable, "-m", "runtime.cli", "run", str(PROGRAM)], cwd=tmp_path,
+                              stdout=out, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = out_path.read_text().splitlines()
+    records = [line for line in lines if re.match(r"^[12]> \+I\[", line)]
+    expected = {
+        f"+I[{i}, name-{i}, {'true' if i % 2 == 0 else 'false'}, {repr(i / 4) if i % 3 else 'null'}]" for i in range(1000)
+    }
+    assert sorted(r.split("> ", 1)[1] for r in records) == sorted(expected)
+    # every record before the job's end line: the output reached the client before the job ended
+    finished = next(i for i, line in enumerate(lines) if re.search(r"-> FINISHED", line))
+    assert all(lines.index(r) < finished for r in records[-5:])
+    assert "+I[" not in proc.stderr
