@@ -21,3 +21,5 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[test]"
   echo "$want" > "$stamp"
 fi
+# the Delta jars once, now (Maven Central), so that no Spark session runs Ivy and prints its resolution
+.venv/bin/python -m runtime.deploy.spark_jars

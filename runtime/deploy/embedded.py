@@ -50,7 +50,8 @@ class EmbeddedExecutor:
             from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
             master = self.spark_master or f"local[{max(2, slots)}]"
-            spark = build_spark_session(SparkSessionConfig(master=master))
+            # Spark's own start-up output only when asked for everything (--log-level DEBUG)
+            spark = build_spark_session(SparkSessionConfig(master=master, quiet=self.tm_log_level != "DEBUG"))
         cluster = MiniCluster(MiniClusterConfig(provider=self.provider, tm_log_level=self.tm_log_level, echo_task_manager_stdout=True), spark=spark).start()
         try:
             job_id = cluster.submit_job(job_graph)

@@ -172,8 +172,9 @@ class SparkProvider:
 
     def _reap(self, tm_id: str, t: threading.Thread, grace_s: float = 5.0) -> None:
         t.join(grace_s)  # a released TaskManager exits by itself and its Spark task completes
-        # then the job group goes too; if the TaskManager was lost or stuck, this interrupts its
-        # task and Spark kills the Python worker
+        if not t.is_alive():
+            return  # its Spark job ended with it (cancelling the group now only makes Spark warn)
+        # lost or stuck: cancelling the job group interrupts its task and Spark kills the Python worker
         self.sc.cancelJobGroup(self.job_group(tm_id))
         t.join(15)
 

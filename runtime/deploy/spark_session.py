@@ -1,4 +1,4 @@
-"""The one SparkSession factory: Delta configured, jars resolved by Spark from Maven Central.
+"""The one SparkSession factory: Delta configured, its jars resolved at set-up time (else by Spark from Maven Central).
 
 Used by the CLI, tests and the Dagster resources alike.
 """
@@ -22,6 +22,7 @@ class SparkSessionConfig(BaseModel):
     driver_host: str = Field("127.0.0.1", description="where executors reach the driver; loopback by default")
     extra_conf: dict[str, str] = Field(default_factory=dict)
     log_level: str = "WARN"
+    quiet: bool = Field(True, description="Spark's start-up chatter off (a log4j2 profile of Millrace's), unless $SPARK_CONF_DIR or extraJavaOptions configure log4j")
 
 
 def delta_maven_coordinates() -> str:
@@ -29,6 +30,11 @@ def delta_maven_coordinates() -> str:
 
     major_minor = ".".join(pyspark.__version__.split(".")[:2])
     return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY}:{DELTA_JAR_VERSION}"
+
+
+def _has_log4j_config() -> bool:
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    return bool(conf_dir) and any((Path(conf_dir) / f).exists() for f in ("log4j2.properties", "log4j2.xml"))
 
 
 def is_loopback_standalone(master: str) -> bool:
@@ -55,10 +61,14 @@ def build_spark_session(cfg: SparkSessionConfig | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", cfg.driver_host)
+    from runtime.deploy.spark_jars import jvm_stderr_filtered, quiet_log4j_options, resolved_jars
+
+    coordinates = delta_maven_coordinates()
+    jars = resolved_jars(coordinates)  # resolved at set-up time: no Ivy run (and its output) per session
     builder = (
         SparkSession.builder.master(cfg.master)
         .appName(cfg.app_name)
-        .config("spark.jars.packages", delta_maven_coordinates())
+        .config(*(("spark.jars", ",".join(jars)) if jars else ("spark.jars.packages", coordinates)))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.warehouse.dir", cfg.warehouse_dir)
@@ -76,8 +86,18 @@ def build_spark_session(cfg: SparkSessionConfig | None = None):
         # clusters; on one machine they turn a small Delta read into hundreds of tiny tasks
         # (a Delta count on the 2-worker loopback standalone cluster: 106 s with them, see docs/deploy.md)
         builder = builder.config("spark.sql.shuffle.partitions", "8").config("spark.databricks.delta.snapshotPartitions", "2")
-    for k, v in cfg.extra_conf.items():
+    extra = dict(cfg.extra_conf)
+    java_options = extra.pop("spark.driver.extraJavaOptions", "")
+    if cfg.quiet and "log4j" not in java_options and not _has_log4j_config():
+        java_options = f"{java_options} {quiet_log4j_options()}".strip()
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    for k, v in extra.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    if cfg.quiet and SparkSession.getActiveSession() is None:
+        with jvm_stderr_filtered():
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(cfg.log_level)
     return spark

@@ -27,3 +27,19 @@ def test_printed_records_land_in_the_file_stdout_is_redirected_to(tmp_path: Path
     finished = next(i for i, line in enumerate(lines) if re.search(r"-> FINISHED", line))
     assert all(lines.index(r) < finished for r in records[-5:])
     assert "+I[" not in proc.stderr
+
+
+def test_the_main_job_prints_no_spark_lines_on_a_warm_machine(tmp_path: Path) -> None:
+    """Set-up resolved the Delta jars: no Ivy report, no log4j notice, no JVM notice, no warnings at the end."""
+    from runtime.deploy.spark_jars import resolved_jars
+    from runtime.deploy.spark_session import delta_maven_coordinates
+
+    assert resolved_jars(delta_maven_coordinates()), "infra/setup.sh resolves the Delta jars (python -m runtime.deploy.spark_jars)"
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "run", str(ROOT / "pipelines" / "jobs" / "windowed_sum.py"),
+         "--parallelism", "2", "--events", "50000", "--output", str(tmp_path / "out")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]
+    assert "-> FINISHED" in proc.stdout and "WARN" not in proc.stdout and ":: " not in proc.stdout, proc.stdout
