@@ -28,9 +28,13 @@ class CollectingOutput:
 
     def __init__(self) -> None:
         self.events: list[RecordBatch | Watermark] = []
+        self.side: dict[str, list[RecordBatch]] = {}  # side output tag -> its batches
 
     def emit(self, batch: RecordBatch) -> None:
         self.events.append(batch)
+
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        self.side.setdefault(tag, []).append(batch)
 
     def emit_watermark(self, watermark: Watermark) -> None:
         self.events.append(watermark)

@@ -50,6 +50,7 @@ class PartitionerDescriptor(_Model):
 class ChainedOutput(_Model):
     target_node_id: int
     type_number: int = 0
+    output_tag: str | None = None  # fed by the operator's side output of this tag (None: its main output)
 
 
 class ChainedOperator(_Model):
@@ -76,6 +77,7 @@ class IntermediateDataSet(_Model):
     producer_node_id: int
     partitioner: PartitionerDescriptor
     result_type: ResultPartitionType = ResultPartitionType.PIPELINED_BOUNDED
+    output_tag: str | None = None  # what the producer emits to this side output (None: its main output)
 
 
 class JobEdge(_Model):

@@ -195,6 +195,7 @@ def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> Job
                         if e.exchange_mode is ExchangeMode.BATCH or batch
                         else ResultPartitionType.PIPELINED_BOUNDED
                     ),
+                    output_tag=e.output_tag,
                 )
                 dataset_of_edge[id(e)] = ds_id
                 inputs_of[chain_of[e.target_id]].append(
@@ -226,7 +227,7 @@ def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> Job
                 is_sink=n.is_sink,
                 keyed=n.keyed,
                 chained_outputs=[
-                    ChainedOutput(target_node_id=e.target_id, type_number=e.type_number)
+                    ChainedOutput(target_node_id=e.target_id, type_number=e.type_number, output_tag=e.output_tag)
                     for e in n.out_edges
                     if chain_of[e.target_id] == head
                 ],

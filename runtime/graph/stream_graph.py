@@ -14,6 +14,7 @@ class StreamEdge:
     type_number: int  # which input of the target: 0 (one-input / first) or 1 (second)
     partitioner: PartitionerSpec
     exchange_mode: ExchangeMode = ExchangeMode.UNDEFINED
+    output_tag: str | None = None  # a side output of the source operator (Flink: StreamEdge.outputTag); None: its main output
 
     @property
     def edge_id(self) -> str:

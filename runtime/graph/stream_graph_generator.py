@@ -17,6 +17,7 @@ from runtime.graph.transformations import (
     PartitionerKind,
     PartitionerSpec,
     PartitionTransformation,
+    SideOutputTransformation,
     SourceTransformation,
     Transformation,
     TwoInputTransformation,
@@ -34,6 +35,7 @@ class _Upstream:
     node_id: int
     partitioner: PartitionerSpec | None = None
     exchange_mode: ExchangeMode = ExchangeMode.UNDEFINED
+    output_tag: str | None = None
 
 
 def _describe(t: Transformation) -> str:
@@ -79,7 +81,7 @@ def _collect(roots: list[Transformation]) -> list[Transformation]:
 def _check_inputs_present(t: Transformation) -> None:
     # the dataclasses allow None inputs; a missing input is a bug in the program / API layer
     missing = (
-        (isinstance(t, (OneInputTransformation, PartitionTransformation)) and t.input is None)
+        (isinstance(t, (OneInputTransformation, PartitionTransformation, SideOutputTransformation)) and t.input is None)
         or (isinstance(t, TwoInputTransformation) and (t.input1 is None or t.input2 is None))
         or (isinstance(t, UnionTransformation) and not t.union_inputs)
     )
@@ -138,9 +140,19 @@ def generate_stream_graph(
                     u.node_id,
                     t.partitioner if t.partitioner is not None else u.partitioner,
                     t.exchange_mode if t.exchange_mode is not ExchangeMode.UNDEFINED else u.exchange_mode,
+                    u.output_tag,
                 )
                 for u in resolved[t.input.id]  # type: ignore[union-attr]
             ]
+            continue
+        if isinstance(t, SideOutputTransformation):
+            # Flink: a virtual side-output node; the edges leave the operator with the tag on them
+            if not isinstance(t.input, (OneInputTransformation, TwoInputTransformation)) or getattr(t.input, "is_sink", False):
+                raise InvalidProgramError(
+                    f"{_describe(t)}: get_side_output() needs the stream of a process function "
+                    f"(process(), a window's process/apply), not {_describe(t.input) if t.input else 'nothing'}"
+                )
+            resolved[t.id] = [_Upstream(u.node_id, output_tag=t.output_tag) for u in resolved[t.input.id]]
             continue
         if isinstance(t, UnionTransformation):
             resolved[t.id] = [u for inp in t.union_inputs for u in resolved[inp.id]]
@@ -251,7 +263,7 @@ def _make_edge(graph: StreamGraph, up: _Upstream, down: StreamNode, type_number:
             f"job '{graph.job_name}': the hash partitioning into {_describe_node(down)} has no key selector: "
             "use key_by(<key function or field>)"
         )
-    return StreamEdge(up.node_id, down.id, type_number, spec, up.exchange_mode)
+    return StreamEdge(up.node_id, down.id, type_number, spec, up.exchange_mode, up.output_tag)
 
 
 def _validate(graph: StreamGraph) -> None:

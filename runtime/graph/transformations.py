@@ -118,6 +118,18 @@ class PartitionTransformation(Transformation):
 
 
 @dataclass
+class SideOutputTransformation(Transformation):
+    """Virtual: the records its input operator emitted to the side output `output_tag` (a tag id)."""
+
+    input: Transformation | None = None
+    output_tag: str = ""
+
+    @property
+    def inputs(self) -> list[Transformation]:
+        return [self.input] if self.input is not None else []
+
+
+@dataclass
 class UnionTransformation(Transformation):
     """Virtual: several inputs feed one logical input of the consumer."""
 

@@ -36,6 +36,7 @@ def build_tdd(
                 partitioner=ds.partitioner,
                 result_type=ds.result_type,
                 consumer_max_parallelism=result.consumer_max_parallelism,
+                output_tag=ds.output_tag,
                 blocking_table_uri=(
                     partitions.table_uri(ds.id) if partitions is not None and ds.result_type is ResultPartitionType.BLOCKING else None
                 ),

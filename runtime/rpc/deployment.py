@@ -28,6 +28,7 @@ class ResultPartitionDeploymentDescriptor(_Model):
     consumer_max_parallelism: int = 128  # key groups -> consumer subtask for HASH
     # BLOCKING: the result's Delta table, where this producer writes its subpartitions' files
     blocking_table_uri: str | None = None
+    output_tag: str | None = None  # the producer's side output it carries (None: its main output)
 
 
 class BlockingFileSlice(_Model):

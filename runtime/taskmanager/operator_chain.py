@@ -58,6 +58,9 @@ class ChainingOutput:
             annotate(e, self.name)
             raise
 
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        pass  # no consumer of that side output
+
 
 class NetworkOutput:
     """Output into a RecordWriter (a result partition leaving the chain)."""
@@ -74,6 +77,9 @@ class NetworkOutput:
     def emit_watermark(self, watermark: Watermark) -> None:
         self.writer.broadcast_event(watermark)
 
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        pass
+
 
 class BroadcastingOutput:
     __slots__ = ("outputs",)
@@ -89,6 +95,32 @@ class BroadcastingOutput:
         for o in self.outputs:
             o.emit_watermark(watermark)
 
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        pass
+
+
+class SideOutputsOutput:
+    """An operator's main output plus its side outputs by tag (Flink: outputs selected by OutputTag);
+    watermarks go to all of them."""
+
+    __slots__ = ("main", "sides")
+
+    def __init__(self, main: Any, sides: dict[str, Any]) -> None:
+        self.main, self.sides = main, sides
+
+    def emit(self, batch: RecordBatch) -> None:
+        self.main.emit(batch)
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self.main.emit_watermark(watermark)
+        for o in self.sides.values():
+            o.emit_watermark(watermark)
+
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        out = self.sides.get(tag)
+        if out is not None:
+            out.emit(batch)
+
 
 class DiscardingOutput:
     def emit(self, batch: RecordBatch) -> None:
@@ -96,6 +128,13 @@ class DiscardingOutput:
 
     def emit_watermark(self, watermark: Watermark) -> None:
         pass
+
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        pass
+
+
+def combine_outputs(outs: list[Any]) -> Any:
+    return outs[0] if len(outs) == 1 else (BroadcastingOutput(outs) if outs else DiscardingOutput())
 
 
 @dataclass
@@ -141,14 +180,18 @@ class OperatorChain:
             tgt = self.members[node_id]
             tgt.open_feeders[type_number] = tgt.open_feeders.get(type_number, 0) + n
         # wire outputs, tail first, then setup each operator
+        dataset_tags = {p.dataset_id: p.output_tag for p in tdd.produced_partitions}
         for spec in reversed(tdd.operators):
             m = self.members[spec.node_id]
-            outs: list[Any] = [
-                ChainingOutput(self.members[o.target_node_id].operator, o.type_number, self.members[o.target_node_id].spec.name)
-                for o in spec.chained_outputs
-            ]
-            outs += [NetworkOutput(writers[ds], metrics) for ds in spec.network_outputs]
-            output: Any = outs[0] if len(outs) == 1 else (BroadcastingOutput(outs) if outs else DiscardingOutput())
+            by_tag: dict[str | None, list[Any]] = {}
+            for o in spec.chained_outputs:
+                target = self.members[o.target_node_id]
+                by_tag.setdefault(o.output_tag, []).append(ChainingOutput(target.operator, o.type_number, target.spec.name))
+            for ds in spec.network_outputs:
+                by_tag.setdefault(dataset_tags.get(ds), []).append(NetworkOutput(writers[ds], metrics))
+            output: Any = combine_outputs(by_tag.pop(None, []))
+            if by_tag:  # side outputs with consumers
+                output = SideOutputsOutput(output, {tag: combine_outputs(outs) for tag, outs in by_tag.items()})
             ctx = OperatorContext(
                 job_id=tdd.job_id,
                 job_name=tdd.job_name,

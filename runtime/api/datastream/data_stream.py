@@ -488,6 +488,19 @@ class DataStream:
     def global_(self) -> "DataStream":
         return self._partition(PartitionerKind.GLOBAL)
 
+    def get_side_output(self, output_tag: Any) -> "DataStream":
+        """The records this operator's process function emitted to `output_tag` (PyFlink:
+        `yield output_tag, value`; Flink: `ctx.output(output_tag, value)`), or a window's late data."""
+        from runtime.api.datastream.functions import OutputTag
+        from runtime.graph.transformations import SideOutputTransformation
+
+        if not isinstance(output_tag, OutputTag):
+            raise InvalidProgramError(f"get_side_output() needs an OutputTag, got {_type_name(output_tag)}")
+        t = SideOutputTransformation(
+            name=f"SideOutput({output_tag.tag_id})", input=self._t, output_tag=output_tag.tag_id, output_type=output_tag.type_info,
+        )
+        return DataStream(self._env, t)
+
     def union(self, *streams: "DataStream") -> "DataStream":
         for s in streams:
             if not isinstance(s, DataStream):
@@ -779,6 +792,7 @@ class WindowedStream:
         self._assigner = window_assigner
         self._trigger: Any = None
         self._allowed_lateness = 0
+        self._late_data_tag: str | None = None
         self._parallelism = parallelism  # window_all forces 1
 
     def get_execution_environment(self) -> "StreamExecutionEnvironment":
@@ -798,12 +812,24 @@ class WindowedStream:
         self._allowed_lateness = ms
         return self
 
+    def side_output_late_data(self, output_tag: Any) -> "WindowedStream":
+        """Elements too late for any window (after the watermark passed it plus the allowed lateness)
+        go to this side output instead of being dropped: `result.get_side_output(output_tag)`."""
+        from runtime.api.datastream.functions import OutputTag
+
+        if not isinstance(output_tag, OutputTag):
+            raise InvalidProgramError(f"side_output_late_data() needs an OutputTag, got {type(output_tag).__name__}")
+        self._late_data_tag = output_tag.tag_id
+        return self
+
     def _window_op(self, kind: str, spec: tuple, output_type: Any) -> DataStream:
         from runtime.api.operators.window_operator import WindowOperator
 
         ks = self._keyed_stream
         name = f"Window({self._assigner!r}, {kind})"
-        factory = functools.partial(WindowOperator, ks._key_selector, self._assigner, self._trigger, spec, self._allowed_lateness)
+        factory = functools.partial(
+            WindowOperator, ks._key_selector, self._assigner, self._trigger, spec, self._allowed_lateness, self._late_data_tag
+        )
         return self._finish(ks._one_input(name, factory, output_type, keyed=True))
 
     def _finish(self, ds: DataStream) -> DataStream:
@@ -852,6 +878,8 @@ class WindowedStream:
             problems.append("no custom trigger")
         if self._allowed_lateness:
             problems.append("no allowed lateness")
+        if self._late_data_tag is not None:
+            problems.append("no late data side output")
         if window_function is not None:
             problems.append("no window function")
         if problems:

@@ -126,12 +126,43 @@ class TimeDomain:
     PROCESSING_TIME = 1
 
 
+class OutputTag:
+    """A side output (PyFlink's OutputTag): a process function yields `(tag, value)` (PyFlink) or calls
+    `ctx.output(tag, value)` (Flink's Java API); `stream.get_side_output(tag)` is the stream of them."""
+
+    def __init__(self, tag_id: str, type_info: Any = None) -> None:
+        if not isinstance(tag_id, str) or not tag_id:
+            raise ValueError(f"OutputTag needs a non-empty string id, got {tag_id!r}")
+        self.tag_id = tag_id
+        self.type_info = type_info
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
+
+    def __hash__(self) -> int:
+        return hash(("OutputTag", self.tag_id))
+
+    def __repr__(self) -> str:
+        return f"OutputTag({self.tag_id!r})"
+
+
+def side_output_of(item: Any) -> tuple[str, Any] | None:
+    """(tag id, value) if a process function yielded `(OutputTag, value)`, else None."""
+    if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
+        return item[0].tag_id, item[1]
+    return None
+
+
 class BaseContext(abc.ABC):
     @abc.abstractmethod
     def timestamp(self) -> int | None: ...
 
     @abc.abstractmethod
     def timer_service(self) -> TimerService: ...
+
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        """Emit `value` to the side output `output_tag` (Flink: Context.output)."""
+        raise NotImplementedError(f"{type(self).__name__} has no side outputs")
 
 
 class ProcessFunction(Function, Generic[IN, OUT]):
@@ -220,6 +251,10 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
 
         @abc.abstractmethod
         def global_state(self) -> Any: ...
+
+        def output(self, output_tag: "OutputTag", value: Any) -> None:
+            """Emit `value` to the side output `output_tag` (Flink: ProcessWindowFunction.Context.output)."""
+            raise NotImplementedError(f"{type(self).__name__} has no side outputs")
 
     @abc.abstractmethod
     def process(self, key: KEY, context: "ProcessWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...

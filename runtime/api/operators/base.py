@@ -22,6 +22,9 @@ class Output(Protocol):
 
     def emit_watermark(self, watermark: Watermark) -> None: ...
 
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        """Records for the side output `tag` (an OutputTag's id); dropped if nothing consumes it."""
+
 
 class ProcessingTimeService(Protocol):
     """Wall-clock time and timers whose callbacks run on the task thread (the mailbox)."""

@@ -65,6 +65,9 @@ class KeyedTimerContext:
         assert self._op.keyed_state_backend is not None
         return self._op.keyed_state_backend.get_current_key()
 
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._op.collect_side(output_tag.tag_id, value, self._ts)
+
     def time_domain(self) -> int:
         if self._domain is None:
             raise RuntimeError("time_domain() is only available in on_timer")

@@ -9,11 +9,11 @@ implements the checkpoint contract (`snapshot_state` / `initialize_state`) per k
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from runtime.api.datastream.functions import Function, RuntimeContext
+from runtime.api.datastream.functions import Function, OutputTag, RuntimeContext
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import assign_to_key_groups
 from runtime.core.keys import KeyExtractor
@@ -104,6 +104,23 @@ def close_function(fn: Any) -> None:
         fn.close()
 
 
+def emit_objects(emit: Callable[[ObjectBatch], None], vals: list[Any], tss: list[int | None]) -> None:
+    """Values as ObjectBatches, split only where timestamps come and go."""
+    has = [t is not None for t in tss]
+    if all(has):
+        emit(ObjectBatch(vals, np.asarray(tss, dtype=np.int64)))
+        return
+    if not any(has):
+        emit(ObjectBatch(vals, None))
+        return
+    start = 0
+    for i in range(1, len(vals) + 1):
+        if i == len(vals) or has[i] != has[start]:
+            ts = np.asarray(tss[start:i], dtype=np.int64) if has[start] else None
+            emit(ObjectBatch(vals[start:i], ts))
+            start = i
+
+
 class AbstractKeyedOperator(StreamOperator):
     """Keyed state + timers + batched output for one-batch-in, one-batch-out keyed operators."""
 
@@ -113,6 +130,7 @@ class AbstractKeyedOperator(StreamOperator):
         self.runtime_context: StreamingRuntimeContext | None = None
         self._timer_services: dict[str, InternalTimerService] = {}
         self._out_values: list[Any] = []
+        self._side_out: dict[str, tuple[list[Any], list[int | None]]] = {}  # side output tag -> collected
         self._out_ts: list[int | None] = []
         # restored timers of services not created yet (they usually are in open(), after the restore)
         self._restored_timers: KeyedSnapshot = {}
@@ -168,34 +186,34 @@ class AbstractKeyedOperator(StreamOperator):
         self._out_ts.append(timestamp)
 
     def collect_all(self, values: Iterable[Any] | None, timestamp: int | None) -> None:
-        """Collect what a user function returned or yielded (None = nothing)."""
+        """Collect what a user function returned or yielded (None = nothing); a yielded
+        `(OutputTag, value)` goes to that side output (PyFlink's way)."""
         if values is None:
             return
         ov, ot = self._out_values, self._out_ts
         for v in values:
+            if type(v) is tuple and len(v) == 2 and isinstance(v[0], OutputTag):
+                self.collect_side(v[0].tag_id, v[1], timestamp)
+                continue
             ov.append(v)
             ot.append(timestamp)
 
+    def collect_side(self, tag_id: str, value: Any, timestamp: int | None) -> None:
+        values, stamps = self._side_out.setdefault(tag_id, ([], []))
+        values.append(value)
+        stamps.append(timestamp)
+
     def flush_output(self) -> None:
-        """Emit what was collected as one ObjectBatch (split only where timestamps come and go)."""
-        vals, tss = self._out_values, self._out_ts
-        if not vals:
-            return
-        self._out_values, self._out_ts = [], []
+        """Emit what was collected as ObjectBatches (split only where timestamps come and go)."""
         assert self.output is not None
-        has = [t is not None for t in tss]
-        if all(has):
-            self.output.emit(ObjectBatch(vals, np.asarray(tss, dtype=np.int64)))
-            return
-        if not any(has):
-            self.output.emit(ObjectBatch(vals, None))
-            return
-        start = 0
-        for i in range(1, len(vals) + 1):
-            if i == len(vals) or has[i] != has[start]:
-                ts = np.asarray(tss[start:i], dtype=np.int64) if has[start] else None
-                self.output.emit(ObjectBatch(vals[start:i], ts))
-                start = i
+        if self._out_values:
+            vals, tss = self._out_values, self._out_ts
+            self._out_values, self._out_ts = [], []
+            emit_objects(self.output.emit, vals, tss)
+        if self._side_out:
+            sides, self._side_out = self._side_out, {}
+            for tag_id, (vals, tss) in sides.items():
+                emit_objects(lambda b, t=tag_id: self.output.emit_side(t, b), vals, tss)  # type: ignore[union-attr]
 
     # time --------------------------------------------------------------------------------
     def on_watermark(self, timestamp: int) -> None:

@@ -18,10 +18,12 @@ from runtime.api.datastream.functions import (
     FlatMapFunction,
     Function,
     MapFunction,
+    OutputTag,
     ProcessFunction,
     TimerService,
 )
 from runtime.api.operators.base import StreamOperator
+from runtime.api.operators.runtime_context import emit_objects
 from runtime.core.errors import InvalidProgramError
 from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
 
@@ -145,11 +147,17 @@ class _NonKeyedTimerService(TimerService):
 
 
 class _ProcessContext(ProcessFunction.Context, CoProcessFunction.Context):
-    __slots__ = ("_ts", "_timer_service")
+    __slots__ = ("_ts", "_timer_service", "_sides")
 
     def __init__(self, timer_service: TimerService) -> None:
         self._ts: int | None = None
         self._timer_service = timer_service
+        self._sides: dict[str, tuple[list[Any], list[int | None]]] = {}  # side outputs of the batch in hand
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        values, stamps = self._sides.setdefault(output_tag.tag_id, ([], []))
+        values.append(value)
+        stamps.append(self._ts)
 
     def timestamp(self) -> int | None:
         return self._ts
@@ -172,8 +180,22 @@ class _ProcessFunctionOperator(_FunctionOperator):
         stamps: list[int] | None = None if batch.timestamps is None else []
         for v, ts in batch.records_with_timestamps():
             pctx._ts = ts
-            _flat_collect(fn(v, pctx), ts, values, stamps)
+            results = fn(v, pctx)
+            if results is None:
+                continue
+            for r in results:
+                if type(r) is tuple and len(r) == 2 and isinstance(r[0], OutputTag):  # PyFlink: yield tag, value
+                    pctx.output(r[0], r[1])
+                    continue
+                values.append(r)
+                if stamps is not None:
+                    stamps.append(ts)  # type: ignore[arg-type]
         self._emit(values, stamps)
+        if pctx._sides:
+            sides, pctx._sides = pctx._sides, {}
+            assert self.output is not None
+            for tag_id, (vals, tss) in sides.items():
+                emit_objects(lambda b, t=tag_id: self.output.emit_side(t, b), vals, tss)  # type: ignore[union-attr]
 
 
 class ProcessOperator(_ProcessFunctionOperator):

@@ -138,6 +138,9 @@ class _ProcessContext(ProcessWindowFunction.Context):
         assert self._op.keyed_state_backend is not None
         return _KeyedStateStore(self._op.keyed_state_backend, VOID_NAMESPACE)
 
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._op.collect_side(output_tag.tag_id, value, self._window.max_timestamp())
+
 
 class _AssignerContext(WindowAssigner.WindowAssignerContext):
     def __init__(self, op: "WindowOperator") -> None:
@@ -220,7 +223,7 @@ def _window_function_adapter(fn: Any) -> Callable[[Any, Any, _ProcessContext, It
 
 
 class WindowOperator(AbstractKeyedOperator):
-    """Flink: WindowOperator (no evictors, no late-data side output)."""
+    """Flink: WindowOperator (no evictors); late elements go to `late_data_tag`'s side output if set."""
 
     def __init__(
         self,
@@ -229,8 +232,10 @@ class WindowOperator(AbstractKeyedOperator):
         trigger: Trigger | None = None,
         window_function_spec: tuple = (),
         allowed_lateness: int = 0,
+        late_data_tag: str | None = None,
     ) -> None:
         super().__init__()
+        self.late_data_tag = late_data_tag
         if allowed_lateness < 0:
             raise InvalidProgramError("allowed lateness must be >= 0")
         self.key_selector = key_selector
@@ -395,6 +400,8 @@ class WindowOperator(AbstractKeyedOperator):
             else:
                 backend.set_current_key(keys[i])
             self._process_element(value, tss[i] if tss is not None else None)
+        if self._side_out:  # late elements for the late data side output
+            self.flush_output()
         self.flush_output()
 
     def _process_element(self, value: Any, ts: int | None) -> None:
@@ -452,7 +459,10 @@ class WindowOperator(AbstractKeyedOperator):
                 skipped = False
                 self._add_to_pane(window, window, value, ts)
         if skipped and self._is_element_late(ts):
-            self.num_late_records_dropped += 1  # Flink: numLateRecordsDropped (no side output yet)
+            if self.late_data_tag is not None:  # Flink: sideOutput(element) with lateDataOutputTag
+                self.collect_side(self.late_data_tag, value, ts)
+            else:
+                self.num_late_records_dropped += 1  # Flink: numLateRecordsDropped
 
     # timers (Triggerable) ------------------------------------------------------------------
     def _on_timer(self, timer: InternalTimer, event_time: bool) -> None:

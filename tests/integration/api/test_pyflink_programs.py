@@ -29,3 +29,17 @@ def test_tumbling_window_process_function_program() -> None:
     assert sorted(_run("window_counts.py")) == sorted(
         ["('a', 0, 5, 2)", "('b', 0, 5, 1)", "('a', 5, 10, 1)", "('b', 10, 15, 1)", "('a', 10, 15, 1)"]
     )
+
+
+def test_side_outputs_program() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "side_outputs.py"), "--provider", "local"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = sorted(line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line[:3] in ("1> ", "2> "))
+    assert lines == sorted([
+        "negative ('a', -3)", "negative ('b', -15)",  # yield tag, value
+        "big ('a', 30)", "big ('a', 31)",  # ctx.output(tag, value)
+        "window ('a', 0, 5)", "window ('b', 0, 10)", "window ('a', 10, 12)", "window ('b', 10, 14)", "window ('a', 30, 61)",
+    ])

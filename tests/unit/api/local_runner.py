@@ -28,14 +28,18 @@ class _Gateway:
 
 class _FanOut:
     def __init__(self) -> None:
-        self.targets: list[tuple[Any, int]] = []
+        self.targets: list[tuple[Any, int, str | None]] = []  # (operator, input, side output tag or None)
 
     def emit(self, batch: RecordBatch) -> None:
-        for op, i in self.targets:
-            op.process_batch(batch, i)
+        self.emit_side(None, batch)
+
+    def emit_side(self, tag: str | None, batch: RecordBatch) -> None:
+        for op, i, t in self.targets:
+            if t == tag:
+                op.process_batch(batch, i)
 
     def emit_watermark(self, watermark: Watermark) -> None:
-        for op, i in self.targets:
+        for op, i, _t in self.targets:
             op.process_watermark(watermark, i)
 
 
@@ -94,10 +98,11 @@ class LocalExecutor:
                 chained.append(c)
         for c in chained:
             for co in c.chained_outputs:
-                outs[c.node_id].targets.append((ops[co.target_node_id], co.type_number))
+                outs[c.node_id].targets.append((ops[co.target_node_id], co.type_number, co.output_tag))
+            tags = {d.id: d.output_tag for v in job_graph.vertices for d in v.produced_datasets}
             for ds in c.network_outputs:
                 for e in job_graph.consumers_of(ds):
-                    outs[c.node_id].targets.append((ops[e.target_node_id], e.type_number))
+                    outs[c.node_id].targets.append((ops[e.target_node_id], e.type_number, tags.get(ds)))
         for op in ops.values():
             op.open()
         for c in chained:

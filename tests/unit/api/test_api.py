@@ -270,3 +270,43 @@ def test_count_window(env):
     with use_executor(LocalExecutor()):
         got = list(env.from_collection([1, 2, 3, 4, 5]).key_by(lambda x: 0).count_window(2).reduce(lambda a, b: a + b).execute_and_collect())
     assert got == [3, 7]
+
+
+def test_side_outputs_are_tagged_edges_chained_or_across_the_network(env):
+    from runtime.api.datastream import OutputTag
+
+    tag = OutputTag("odd")
+    main = env.from_collection([1, 2, 3]).process(lambda v, ctx: [v] if v % 2 == 0 else [(tag, v)])
+    main.print()
+    main.get_side_output(tag).print()  # chained: same parallelism, forward
+    main.get_side_output(tag).rebalance().map(lambda v: v).set_parallelism(3).print()  # over the network
+    jg = env.get_job_graph("tags")
+    outputs = [(o.output_tag) for v in jg.vertices for op in v.operators for o in op.chained_outputs]
+    assert outputs.count("odd") == 1 and None in outputs
+    assert sorted(str(ds.output_tag) for v in jg.vertices for ds in v.produced_datasets) == ["None", "odd"]
+    with pytest.raises(InvalidProgramError, match="get_side_output"):
+        env.from_collection([1]).get_side_output(tag).print()
+        env.get_job_graph("bad")
+    with pytest.raises(InvalidProgramError, match="OutputTag"):
+        main.get_side_output("odd")
+    with pytest.raises(ValueError, match="non-empty"):
+        OutputTag("")
+
+
+def test_side_outputs_run_through_the_local_executor(env):
+    from runtime.api.datastream import OutputTag, ProcessFunction
+
+    tag = OutputTag("odd")
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            if value % 2:
+                yield tag, value
+            else:
+                ctx.output(tag, -value)
+                yield value
+
+    main = env.from_collection(list(range(6))).process(Split())
+    with use_executor(LocalExecutor()):
+        got = sorted(main.union(main.get_side_output(tag).map(lambda v: ("side", v))).execute_and_collect(), key=repr)
+    assert got == sorted([0, 2, 4, ("side", 1), ("side", 3), ("side", 5), ("side", 0), ("side", -2), ("side", -4)], key=repr)
