@@ -16,6 +16,7 @@ into either backend and with a different KeyGroupRange (rescaling: it keeps only
 from __future__ import annotations
 
 import abc
+import time
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from runtime.core.gc_pause import gc_paused
@@ -334,6 +335,11 @@ class KeyedStateBackend(abc.ABC):
         self._tables: dict[str, StateTable] = {}
         self._current_key: Any = None
         self._current_kg = -1
+        # processing time in ms for state TTL (settable: tests inject a clock)
+        self.ttl_clock: Callable[[], float] = time.time
+
+    def ttl_time_ms(self) -> int:
+        return int(self.ttl_clock() * 1000)
 
     # current key ---------------------------------------------------------------------------
     def set_current_key(self, key: Any) -> None:
@@ -378,6 +384,10 @@ class KeyedStateBackend(abc.ABC):
         """A state object for `descriptor`, bound to the current key and `namespace`."""
         kind = getattr(descriptor, "kind", None)
         cls = _STATE_CLASSES.get(kind)  # type: ignore[arg-type]
+        if cls is not None and getattr(descriptor, "ttl_config", None) is not None:
+            from runtime.state.ttl import TTL_STATE_CLASSES
+
+            cls = TTL_STATE_CLASSES[kind]  # type: ignore[index]
         if cls is None:
             raise StateError(f"{descriptor!r} is not a state descriptor")
         return cls(self, self._table(descriptor.name, kind), descriptor, namespace)  # type: ignore[arg-type]

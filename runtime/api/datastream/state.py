@@ -134,12 +134,128 @@ class StateDescriptor(abc.ABC):
     def get_name(self) -> str:
         return self.name
 
-    def enable_time_to_live(self, ttl_config: Any) -> None:
-        # Accepted for PyFlink parity; Millrace does not expire state yet (see module report).
-        self.ttl_config = ttl_config
+    def enable_time_to_live(self, ttl_config: "StateTtlConfig") -> None:
+        """Entries of this state expire (Flink: StateDescriptor.enableTimeToLive)."""
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise TypeError(f"enable_time_to_live() needs a StateTtlConfig, got {type(ttl_config).__name__}")
+        self.ttl_config = ttl_config if ttl_config.is_enabled() else None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+class StateTtlConfig:
+    """Flink's StateTtlConfig: keyed state entries expire `ttl` after their last update (or access).
+
+    `StateTtlConfig.new_builder(Time.seconds(1)).set_update_type(...).set_state_visibility(...).build()`,
+    then `descriptor.enable_time_to_live(config)`. Time is processing time (Flink's only TTL time).
+    Value, reducing and aggregating states expire as a whole, every list element and map entry on
+    its own. An expired entry is removed when it is read (runtime.state.ttl).
+    """
+
+    class UpdateType:
+        Disabled = "Disabled"
+        OnCreateAndWrite = "OnCreateAndWrite"
+        OnReadAndWrite = "OnReadAndWrite"
+
+    class StateVisibility:
+        ReturnExpiredIfNotCleanedUp = "ReturnExpiredIfNotCleanedUp"
+        NeverReturnExpired = "NeverReturnExpired"
+
+    class TtlTimeCharacteristic:
+        ProcessingTime = "ProcessingTime"
+
+    def __init__(self, ttl_ms: int, update_type: str, visibility: str, cleanup_full_snapshot: bool = False) -> None:
+        self.ttl_ms = ttl_ms
+        self.update_type = update_type
+        self.state_visibility = visibility
+        self.cleanup_full_snapshot = cleanup_full_snapshot
+
+    @staticmethod
+    def new_builder(ttl: Any) -> "StateTtlConfig.Builder":
+        return StateTtlConfig.Builder(ttl)
+
+    def is_enabled(self) -> bool:
+        return self.update_type != StateTtlConfig.UpdateType.Disabled
+
+    def get_ttl(self) -> int:
+        return self.ttl_ms
+
+    def get_update_type(self) -> str:
+        return self.update_type
+
+    def get_state_visibility(self) -> str:
+        return self.state_visibility
+
+    def __repr__(self) -> str:
+        return f"StateTtlConfig(ttl={self.ttl_ms} ms, {self.update_type}, {self.state_visibility})"
+
+    class Builder:
+        def __init__(self, ttl: Any) -> None:
+            from runtime.api.common.time import to_millis
+
+            ms = to_millis(ttl)
+            if ms <= 0:
+                raise ValueError(f"StateTtlConfig: the time to live must be positive, got {ttl!r}")
+            self._ttl_ms = ms
+            self._update = StateTtlConfig.UpdateType.OnCreateAndWrite  # Flink's defaults
+            self._visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
+            self._full_snapshot = False
+
+        def set_update_type(self, update_type: str) -> "StateTtlConfig.Builder":
+            if update_type not in vars(StateTtlConfig.UpdateType).values():
+                raise ValueError(f"StateTtlConfig: unknown update type {update_type!r}")
+            self._update = update_type
+            return self
+
+        def update_ttl_on_create_and_write(self) -> "StateTtlConfig.Builder":
+            return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
+
+        def update_ttl_on_read_and_write(self) -> "StateTtlConfig.Builder":
+            return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+
+        def set_state_visibility(self, visibility: str) -> "StateTtlConfig.Builder":
+            if visibility not in vars(StateTtlConfig.StateVisibility).values():
+                raise ValueError(f"StateTtlConfig: unknown state visibility {visibility!r}")
+            self._visibility = visibility
+            return self
+
+        def return_expired_if_not_cleaned_up(self) -> "StateTtlConfig.Builder":
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+
+        def never_return_expired(self) -> "StateTtlConfig.Builder":
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
+
+        def set_ttl_time_characteristic(self, characteristic: str) -> "StateTtlConfig.Builder":
+            if characteristic != StateTtlConfig.TtlTimeCharacteristic.ProcessingTime:
+                raise ValueError(f"StateTtlConfig: only processing time is supported, got {characteristic!r}")
+            return self
+
+        def use_processing_time(self) -> "StateTtlConfig.Builder":
+            return self
+
+        def cleanup_full_snapshot(self) -> "StateTtlConfig.Builder":
+            self._full_snapshot = True
+            return self
+
+        # background clean-up strategies: expired entries are removed on access here in any case
+        def cleanup_incrementally(self, cleanup_size: int = 5, run_cleanup_for_every_record: bool = False) -> "StateTtlConfig.Builder":
+            return self
+
+        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int = 1000, periodic_compaction_time: Any = None) -> "StateTtlConfig.Builder":
+            return self
+
+        def disable_cleanup_in_background(self) -> "StateTtlConfig.Builder":
+            return self
+
+        def set_ttl(self, ttl: Any) -> "StateTtlConfig.Builder":
+            from runtime.api.common.time import to_millis
+
+            self._ttl_ms = to_millis(ttl)
+            return self
+
+        def build(self) -> "StateTtlConfig":
+            return StateTtlConfig(self._ttl_ms, self._update, self._visibility, self._full_snapshot)
 
 
 class ValueStateDescriptor(StateDescriptor):

@@ -43,3 +43,16 @@ def test_side_outputs_program() -> None:
         "big ('a', 30)", "big ('a', 31)",  # ctx.output(tag, value)
         "window ('a', 0, 5)", "window ('b', 0, 10)", "window ('a', 10, 12)", "window ('b', 10, 14)", "window ('a', 30, 61)",
     ])
+
+
+def test_ttl_state_with_event_time_timers_program() -> None:
+    """Counts live 1 s after their last write: the 3 s pause expires what came before it (Flink's semantics:
+    NeverReturnExpired, OnCreateAndWrite), and the timers at the end read what is still alive."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "ttl_counts.py"), "--provider", "local"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(("count ", "timer "))]
+    assert lines[:6] == ["count a 1", "count b 1", "count a 2", "count pause 1", "count a 1", "count a 2"]
+    assert sorted(lines[6:]) == ["timer a 2", "timer b 0", "timer pause 1"]
