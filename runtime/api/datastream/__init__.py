@@ -23,6 +23,8 @@ from runtime.api.datastream.checkpoint_config import (
 )
 from runtime.api.datastream.data_stream import (
     AllWindowedStream,
+    BroadcastConnectedStream,
+    BroadcastStream,
     ConnectedStreams,
     DataStream,
     DataStreamSink,
@@ -32,6 +34,8 @@ from runtime.api.datastream.data_stream import (
 )
 from runtime.api.datastream.functions import (
     AggregateFunction,
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
@@ -125,6 +129,10 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AllWindowedStream",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
+    "KeyedBroadcastProcessFunction",
     "CheckpointConfig",
     "CheckpointStorage",
     "CheckpointingMode",

@@ -474,10 +474,21 @@ class DataStream:
     def rescale(self) -> "DataStream":
         return self._partition(PartitionerKind.RESCALE)
 
-    def broadcast(self, *broadcast_state_descriptors: Any) -> "DataStream":
-        if broadcast_state_descriptors:
-            raise InvalidProgramError("broadcast(): broadcast state is not supported yet; call broadcast() without descriptors")
-        return self._partition(PartitionerKind.BROADCAST)
+    def broadcast(self, *broadcast_state_descriptors: Any) -> "DataStream | BroadcastStream":
+        """Every record to every subtask of the consumer. With MapStateDescriptors: a BroadcastStream
+        for `other.connect(...)`, whose process function keeps those broadcast states (Flink's
+        broadcast state pattern)."""
+        if not broadcast_state_descriptors:
+            return self._partition(PartitionerKind.BROADCAST)
+        from runtime.api.datastream.state import MapStateDescriptor
+
+        bad = [d for d in broadcast_state_descriptors if not isinstance(d, MapStateDescriptor)]
+        if bad:
+            raise InvalidProgramError(f"broadcast(): broadcast state is map state: pass MapStateDescriptors, got {_type_name(bad[0])}")
+        names = [d.name for d in broadcast_state_descriptors]
+        if len(set(names)) != len(names):
+            raise InvalidProgramError(f"broadcast(): state names must be unique, got {names}")
+        return BroadcastStream(self._partition(PartitionerKind.BROADCAST), list(broadcast_state_descriptors))
 
     def shuffle(self) -> "DataStream":
         return self._partition(PartitionerKind.SHUFFLE)
@@ -508,9 +519,11 @@ class DataStream:
         ut = UnionTransformation(name="Union", union_inputs=[self._t, *(s._t for s in streams)], output_type=self._t.output_type)
         return DataStream(self._env, ut)
 
-    def connect(self, ds: "DataStream") -> "ConnectedStreams":
+    def connect(self, ds: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
         if not isinstance(ds, DataStream):
-            raise InvalidProgramError(f"connect(): expected a DataStream, got {_type_name(ds)} (broadcast state is not supported yet)")
+            raise InvalidProgramError(f"connect(): expected a DataStream or a BroadcastStream, got {_type_name(ds)}")
         return ConnectedStreams(self._env, self, ds)
 
     def window_all(self, window_assigner: Any) -> "AllWindowedStream":
@@ -757,7 +770,7 @@ class KeyedStream(DataStream):
     def _partition(self, kind: PartitionerKind) -> DataStream:
         raise InvalidProgramError(f"{kind.value}(): cannot override the partitioning of a KeyedStream")
 
-    def connect(self, ds: DataStream) -> "ConnectedStreams":
+    def connect(self, ds: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
         return super().connect(ds)
 
 
@@ -962,6 +975,47 @@ def _all_kind(op: str, fn: Any) -> str:
 
 
 # -- ConnectedStreams -------------------------------------------------------------------------------
+
+
+class BroadcastStream:
+    """`stream.broadcast(map_state_descriptor, ...)` (PyFlink's BroadcastStream): only for connect()."""
+
+    def __init__(self, stream: DataStream, descriptors: list[Any]) -> None:
+        self.stream = stream
+        self.broadcast_state_descriptors = descriptors
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self.stream._env
+
+
+class BroadcastConnectedStream:
+    """`stream.connect(broadcast_stream)` (PyFlink's BroadcastConnectedStream)."""
+
+    def __init__(self, stream: DataStream, broadcast_stream: BroadcastStream) -> None:
+        self.non_broadcast_stream = stream
+        self.broadcast_stream = broadcast_stream
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        from runtime.api.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
+        from runtime.api.operators.broadcast import BroadcastProcessOperator, KeyedBroadcastProcessOperator
+
+        stream, descriptors = self.non_broadcast_stream, self.broadcast_stream.broadcast_state_descriptors
+        keyed = isinstance(stream, KeyedStream)
+        if keyed:
+            if not isinstance(func, KeyedBroadcastProcessFunction):
+                raise InvalidProgramError(f"process(): a keyed stream connected to a broadcast stream needs a KeyedBroadcastProcessFunction, got {_type_name(func)}")
+            factory = functools.partial(KeyedBroadcastProcessOperator, stream._key_selector, func, descriptors)
+        else:
+            if not isinstance(func, BroadcastProcessFunction):
+                hint = "; key the stream first (key_by)" if isinstance(func, KeyedBroadcastProcessFunction) else ""
+                raise InvalidProgramError(f"process(): expected a BroadcastProcessFunction, got {_type_name(func)}{hint}")
+            factory = functools.partial(BroadcastProcessOperator, func, descriptors)
+        t = TwoInputTransformation(
+            name="Co-Process-Broadcast-Keyed" if keyed else "Co-Process-Broadcast",
+            input1=stream._t, input2=self.broadcast_stream.stream._t, operator_factory=factory,
+            output_type=output_type, keyed=keyed,
+        )
+        return DataStream(stream._env, t)
 
 
 class ConnectedStreams:

@@ -5,7 +5,7 @@ Plain callables are accepted wherever PyFlink accepts them; the API wraps them i
 from __future__ import annotations
 
 import abc
-from typing import Any, Generic, Iterable, TypeVar
+from typing import Any, Callable, Generic, Iterable, TypeVar
 
 IN = TypeVar("IN")
 OUT = TypeVar("OUT")
@@ -261,6 +261,81 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
 
     def clear(self, context: "ProcessWindowFunction.Context") -> None:
         pass
+
+
+class BaseBroadcastProcessFunction(Function):
+    """What the broadcast process functions share (PyFlink: BaseBroadcastProcessFunction)."""
+
+    class BaseContext(abc.ABC):
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+        def output(self, output_tag: OutputTag, value: Any) -> None:
+            raise NotImplementedError(f"{type(self).__name__} has no side outputs")
+
+    class Context(BaseContext):
+        """On the broadcast side: the broadcast state is writable."""
+
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor: Any) -> Any: ...
+
+    class ReadOnlyContext(BaseContext):
+        """On the element side: the broadcast state is read-only (every subtask must keep the same)."""
+
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor: Any) -> Any: ...
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction):
+    """`stream.connect(broadcast_stream).process(...)`: elements with the broadcast state read-only,
+    broadcast elements with it writable (PyFlink: BroadcastProcessFunction)."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        pass
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: "BroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: "BroadcastProcessFunction.Context") -> Iterable[Any] | None: ...
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
+    """`keyed_stream.connect(broadcast_stream).process(...)`: as BroadcastProcessFunction, plus keyed
+    state and timers on the element side and `apply_to_keyed_state` on the broadcast side."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        @abc.abstractmethod
+        def apply_to_keyed_state(self, state_descriptor: Any, function: Callable[[Any, Any], None]) -> None: ...
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(ReadOnlyContext):
+        @abc.abstractmethod
+        def time_domain(self) -> int: ...
+
+    @abc.abstractmethod
+    def process_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any] | None: ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.Context") -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+        return None
 
 
 class WindowFunction(Function, Generic[IN, OUT, KEY, W]):

@@ -56,3 +56,19 @@ def test_ttl_state_with_event_time_timers_program() -> None:
     lines = [line for line in proc.stdout.splitlines() if line.startswith(("count ", "timer "))]
     assert lines[:6] == ["count a 1", "count b 1", "count a 2", "count pause 1", "count a 1", "count a 2"]
     assert sorted(lines[6:]) == ["timer a 2", "timer b 0", "timer pause 1"]
+
+
+def test_keyed_broadcast_process_function_applying_rules_program() -> None:
+    """Orders against limits that come as broadcast rules, in whichever order the two inputs arrive:
+    an order before its rule waits in keyed state until apply_to_keyed_state hands it over."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "broadcast_rules.py"), "--provider", "local"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = sorted(line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line[:3] in ("1> ", "2> "))
+    limits = {"pens": 5, "ink": 10, "paper": 100}
+    orders = [("pens", 3, 1), ("ink", 12, 2), ("pens", 9, 3), ("paper", 500, 4), ("ink", 4, 5), ("pens", 6, 6)]
+    expected = [f"alert {i} order {n}: {a} > {limits[i]}" for i, a, n in orders if a > limits[i]]
+    expected += [f"checked {i} {sum(1 for o in orders if o[0] == i)} limit {limits[i]}" for i in limits]
+    assert lines == sorted(expected)

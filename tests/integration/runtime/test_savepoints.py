@@ -19,6 +19,7 @@ from runtime.core.errors import JobExecutionError, RpcError, UnknownJobError
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
+from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
 from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source, ids, read_ids, wait_for_checkpoints
 from tests.waiting import wait_until
@@ -186,7 +187,7 @@ def test_a_savepoint_of_a_backpressured_job_completes(mini_cluster: MiniCluster,
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
     (
-        env.from_source(DataGeneratorSource(None, n, batch_generator=ids), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+        env.from_source(DataGeneratorSource(None, n, batch_generator=ids), WatermarkStrategy.no_watermarks(), "ids").uid("ids").set_parallelism(1)
         .rebalance()  # a network exchange, so buffers fill and the source is held back
         .map_batches(Slow(0.05)).name("slow").uid("slow")
         .sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
@@ -280,3 +281,74 @@ def test_a_savepoint_of_one_state_backend_restores_into_the_other(mini_cluster: 
     rows = DeltaTable(out).to_pyarrow_table().to_pylist()
     got = {(r["user_id"], r["window_start"]): (r["count"], r["sum"]) for r in rows}
     assert len(got) == len(rows) and got == windowed_sum.reference(n)
+
+
+def _broadcast_program(tmp_path: Path, parallelism: int, n: int, rate: int, savepoint_path: str | None = None) -> StreamExecutionEnvironment:
+    """ids through a keyed broadcast function: an id passes if id % 100 > the broadcast limit (50);
+    ids seen before the limit wait in keyed state until it comes."""
+    from runtime.api.common import Types
+    from runtime.api.datastream import KeyedBroadcastProcessFunction
+    from runtime.api.datastream.state import ListStateDescriptor, MapStateDescriptor
+
+    rules = MapStateDescriptor("rules", Types.STRING(), Types.INT())
+    pending = ListStateDescriptor("pending", Types.LONG())
+
+    class Above(KeyedBroadcastProcessFunction):
+        def open(self, ctx: Any) -> None:
+            self.pending = ctx.get_list_state(pending)
+
+        def process_element(self, i: int, ctx: Any):
+            limit = ctx.get_broadcast_state(rules).get("limit")
+            if limit is None:
+                self.pending.add(i)
+                return []
+            return [{"id": i}] if i % 100 > limit else []
+
+        def process_broadcast_element(self, rule: tuple, ctx: Any):
+            ctx.get_broadcast_state(rules).put(rule[0], rule[1])
+            waiting: list[int] = []
+            ctx.apply_to_keyed_state(pending, lambda _k, state: (waiting.extend(state.get()), state.clear()))
+            return [{"id": i} for i in waiting if i % 100 > rule[1]]
+
+    conf = Configuration()
+    conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    conf.set_string("state.savepoints.dir", str(tmp_path / "savepoints"))
+    if savepoint_path:
+        conf.set_string("execution.savepoint.path", savepoint_path)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    env.enable_checkpointing(300, CheckpointingMode.EXACTLY_ONCE)
+    limiter = RateLimiterStrategy.per_second(rate) if rate else None
+    ids_stream = env.from_source(DataGeneratorSource(lambda i: i, n, rate_limiter_strategy=limiter), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+    # the limit first, then no-ops: the source keeps running (checkpoints need every task running) and
+    # a restored job's source, past the first record, never sends the limit again
+    limits = env.from_source(
+        DataGeneratorSource(lambda i: ("limit", 50) if i == 0 else ("noop", 0), 400, rate_limiter_strategy=RateLimiterStrategy.per_second(40) if rate else None),
+        WatermarkStrategy.no_watermarks(), "limits",
+    ).uid("limits").set_parallelism(1)  # one subtask each: none ends early (checkpoints need every task running)
+    out_type = Types.ROW_NAMED(["id"], [Types.LONG()])
+    (
+        ids_stream.key_by(lambda i: i % 7).connect(limits.broadcast(rules))
+        .process(Above(), output_type=out_type).uid("above")
+        .map(lambda d: d, output_type=out_type)
+        .sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
+    )
+    return env
+
+
+@pytest.mark.parametrize("new_parallelism", [3, 1])
+def test_broadcast_state_is_restored_from_a_savepoint_at_another_parallelism(mini_cluster: MiniCluster, tmp_path: Path, new_parallelism: int) -> None:
+    """The limits source is done after the savepoint (its position is restored): every subtask of the
+    restored job knows the limit only from the savepoint's broadcast state."""
+    n = 40_000
+    client = mini_cluster.submit(_broadcast_program(tmp_path, 2, n, 8_000).get_job_graph("broadcast"))
+    wait_for_checkpoints(mini_cluster, client.job_id, 2)
+    st = savepoint(mini_cluster, client.job_id, stop=True)
+    assert st.status == "COMPLETED", st.failure
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    before = read_ids(tmp_path / "out")
+    restored = mini_cluster.submit(_broadcast_program(tmp_path, new_parallelism, n, 0, savepoint_path=st.location).get_job_graph("broadcast"))
+    assert restored.get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+    got = read_ids(tmp_path / "out")
+    expected = [i for i in range(n) if i % 100 > 50]
+    assert len(got) > len(before) and got == expected
