@@ -1,5 +1,6 @@
 """runtime.api.common: PyFlink's pyflink.common (Types, Row, Time, WatermarkStrategy, ...)."""
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
+from runtime.api.common.serialization import Encoder
 from runtime.api.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from runtime.api.common.time import Duration, Time
 from runtime.api.common.typeinfo import (
@@ -21,6 +22,7 @@ __all__ = [
     "CheckpointingMode",
     "Configuration",
     "Duration",
+    "Encoder",
     "FieldTimestampAssigner",
     "ListTypeInfo",
     "MapTypeInfo",
