@@ -528,6 +528,11 @@ class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     def with_gap(size: Any) -> "EventTimeSessionWindows":
         return EventTimeSessionWindows(to_milliseconds(size))
 
+    @staticmethod
+    def with_dynamic_gap(extractor: "SessionWindowTimeGapExtractor") -> "DynamicEventTimeSessionWindows":
+        """The gap per element: `extractor.extract(element)` milliseconds (Flink: DynamicEventTimeSessionWindows)."""
+        return DynamicEventTimeSessionWindows(extractor)
+
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
         ts = _check_event_ts(timestamp, "EventTimeSessionWindows")
         return [TimeWindow(ts, ts + self.session_gap)]
@@ -545,6 +550,69 @@ class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
         return f"EventTimeSessionWindows({self.session_gap})"
 
 
+class SessionWindowTimeGapExtractor(abc.ABC):
+    """PyFlink's SessionWindowTimeGapExtractor: the session gap (ms) an element opens."""
+
+    @abc.abstractmethod
+    def extract(self, element: Any) -> int: ...
+
+
+def _dynamic_gap(extractor: Any, element: Any) -> int:
+    fn = extractor.extract if isinstance(extractor, SessionWindowTimeGapExtractor) or hasattr(extractor, "extract") else extractor
+    gap = fn(element)
+    if not isinstance(gap, int) or isinstance(gap, bool) or gap <= 0:
+        raise ValueError(f"a session window's dynamic gap must be a positive number of milliseconds, got {gap!r} for {element!r}")
+    return gap
+
+
+class DynamicEventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+    """Flink: DynamicEventTimeSessionWindows: [ts, ts + extract(element)), merged while they overlap."""
+
+    def __init__(self, extractor: Any) -> None:
+        if not (isinstance(extractor, SessionWindowTimeGapExtractor) or hasattr(extractor, "extract") or callable(extractor)):
+            raise ValueError(f"with_dynamic_gap() needs a SessionWindowTimeGapExtractor, got {type(extractor).__name__}")
+        self.extractor = extractor
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+        ts = _check_event_ts(timestamp, "DynamicEventTimeSessionWindows")
+        return [TimeWindow(ts, ts + _dynamic_gap(self.extractor, element))]
+
+    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
+        TimeWindow.merge_windows(windows, callback)
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "DynamicEventTimeSessionWindows()"
+
+
+class DynamicProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+    """Flink: DynamicProcessingTimeSessionWindows."""
+
+    def __init__(self, extractor: Any) -> None:
+        self.extractor = extractor
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+        now = context.get_current_processing_time()
+        return [TimeWindow(now, now + _dynamic_gap(self.extractor, element))]
+
+    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
+        TimeWindow.merge_windows(windows, callback)
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "DynamicProcessingTimeSessionWindows()"
+
+
 class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     def __init__(self, session_gap: int) -> None:
         if session_gap <= 0:
@@ -554,6 +622,10 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     @staticmethod
     def with_gap(size: Any) -> "ProcessingTimeSessionWindows":
         return ProcessingTimeSessionWindows(to_milliseconds(size))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> DynamicProcessingTimeSessionWindows:
+        return DynamicProcessingTimeSessionWindows(extractor)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
         now = context.get_current_processing_time()

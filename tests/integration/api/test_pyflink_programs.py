@@ -72,3 +72,47 @@ def test_keyed_broadcast_process_function_applying_rules_program() -> None:
     expected = [f"alert {i} order {n}: {a} > {limits[i]}" for i, a, n in orders if a > limits[i]]
     expected += [f"checked {i} {sum(1 for o in orders if o[0] == i)} limit {limits[i]}" for i in limits]
     assert lines == sorted(expected)
+
+
+def _window_reference() -> list[str]:
+    """What Flink's window semantics give for window_kinds.EVENTS, computed with plain Python."""
+    sys.path.insert(0, str(PROGRAMS))
+    try:
+        from window_kinds import EVENTS
+    finally:
+        sys.path.pop(0)
+    out = []
+    for key in ("a", "b"):
+        ev = [e for e in EVENTS if e[0] == key]
+
+        def line(kind: str, span: str, vals: list[int]) -> str:
+            return f"{kind} {key} {span} n={len(vals)} sum={sum(vals)}"
+
+        for start in sorted({e[1] - e[1] % 10 for e in ev}):  # tumbling 10
+            out.append(line("tumbling", f"[{start},{start + 10})", [e[2] for e in ev if start <= e[1] < start + 10]))
+        starts = sorted({s for e in ev for s in (e[1] - e[1] % 10, e[1] - e[1] % 10 - 10)})  # sliding 20 / 10
+        for start in starts:
+            vals = [e[2] for e in ev if start <= e[1] < start + 20]
+            if vals:
+                out.append(line("sliding", f"[{start},{start + 20})", vals))
+        gap = 5 if key == "a" else 10  # sessions: merge while [ts, ts+gap) overlap
+        sessions: list[list[int]] = []
+        for e in ev:
+            if sessions and e[1] <= sessions[-1][1]:  # Flink merges windows that overlap or touch
+                sessions[-1][1] = max(sessions[-1][1], e[1] + gap)
+                sessions[-1][2].append(e[2])
+            else:
+                sessions.append([e[1], e[1] + gap, [e[2]]])
+        out += [line("session", f"[{s},{t})", vals) for s, t, vals in sessions]
+        out += [line("count", "count", [e[2] for e in ev[i:i + 2]]) for i in range(0, len(ev) - 1, 2)]  # full windows only
+    return out
+
+
+def test_tumbling_sliding_session_and_count_windows_program() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "window_kinds.py"), "--provider", "local"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = sorted(line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line[:3] in ("1> ", "2> "))
+    assert lines == sorted(_window_reference())
