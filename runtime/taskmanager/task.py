@@ -88,6 +88,23 @@ class _EventGateway:
         )
 
 
+BUFFER_TIMEOUT_KEY = "execution.buffer-timeout"
+
+
+def buffer_timeout_ms(config: dict[str, str]) -> int | None:
+    """The job's execution.buffer-timeout in ms ("100 ms", "0", "-1"); None: the TaskManager's default."""
+    raw = config.get(BUFFER_TIMEOUT_KEY)
+    if raw is None or str(raw).strip() == "":
+        return None
+    text = str(raw).strip()
+    if text.lstrip("-").isdigit():
+        value = int(text)
+        if value < -1:
+            raise ValueError(f"{BUFFER_TIMEOUT_KEY}: {raw!r} must be -1 (flush only full buffers), 0 (every record) or a positive time")
+        return value
+    return parse_duration_ms(text)
+
+
 class _LogAdapter(logging.LoggerAdapter):
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         return f"[job {self.extra['job_id']} | {self.extra['task']}] {msg}", kwargs
@@ -299,9 +316,10 @@ class Task:
     def _build_chain(self) -> OperatorChain:
         tdd = self.tdd
         writers: dict[str, Any] = {}
+        buffer_timeout = buffer_timeout_ms(tdd.config)
         for rpdd in tdd.produced_partitions:
             selector = load_user_code(rpdd.partitioner.key_selector) if rpdd.partitioner.key_selector else None
-            partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector, tdd.subtask_index)
+            partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector, tdd.subtask_index, buffer_timeout)
             self._partitions.append(partition)
             self._writers.append(writer)
             writers[rpdd.dataset_id] = writer

@@ -79,8 +79,9 @@ class NetworkEnvironment:
         self._connections = ConnectionManager(secret, self.config.connect_timeout_s)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-        t = self.config.buffer_timeout_ms
-        self._flusher = OutputFlusher(t / 1000.0, name=f"output-flusher-{tm_id}") if t > 0 else None
+        # one flusher thread per buffer timeout in use (jobs may set their own: execution.buffer-timeout)
+        self._flushers: dict[int, OutputFlusher] = {}
+        self._flushers_lock = threading.Lock()
         self._started = False
         self._shut_down = False
 
@@ -114,8 +115,10 @@ class NetworkEnvironment:
             return
         self._shut_down = True
         self.partition_manager.release_all()
-        if self._flusher is not None:
-            self._flusher.stop()
+        with self._flushers_lock:
+            flushers, self._flushers = list(self._flushers.values()), {}
+        for flusher in flushers:
+            flusher.stop()
         if self._started:
             try:
                 self._run(self._server.stop(), timeout=10)
@@ -136,13 +139,25 @@ class NetworkEnvironment:
         self.shutdown()
 
     # ---- producing ----------------------------------------------------------------------------
+    def _flusher(self, timeout_ms: int) -> OutputFlusher | None:
+        if timeout_ms <= 0:
+            return None
+        with self._flushers_lock:
+            flusher = self._flushers.get(timeout_ms)
+            if flusher is None:
+                flusher = self._flushers[timeout_ms] = OutputFlusher(timeout_ms / 1000.0, name=f"output-flusher-{self.tm_id}-{timeout_ms}ms")
+            return flusher
+
     def create_result_partition(
-        self, rpdd: ResultPartitionDeploymentDescriptor, attempt_id: str, key_selector: Any, subtask_index: int = 0
+        self, rpdd: ResultPartitionDeploymentDescriptor, attempt_id: str, key_selector: Any, subtask_index: int = 0,
+        buffer_timeout_ms: int | None = None,
     ) -> tuple[ResultPartition | BlockingResultPartition, RecordWriter]:
         """Create and register the partition one producer attempt writes, with its writer.
         `key_selector` is the unpickled selector (callable or field name) for HASH, else None.
         A blocking result (with its table) is written to files instead, and registered nowhere:
-        consumers read it once it is committed."""
+        consumers read it once it is committed. `buffer_timeout_ms`: the job's execution.buffer-timeout
+        (None: this TaskManager's default; 0 flushes every batch, -1 only full buffers)."""
+        timeout = self.config.buffer_timeout_ms if buffer_timeout_ms is None else buffer_timeout_ms
         partitioner = create_partitioner(
             rpdd.partitioner.kind, key_selector, rpdd.num_subpartitions, rpdd.consumer_max_parallelism
         )
@@ -159,8 +174,8 @@ class NetworkEnvironment:
             partition,
             partitioner,
             self.config.buffer_records,
-            flusher=self._flusher,
-            flush_always=self.config.buffer_timeout_ms == 0,
+            flusher=self._flusher(timeout),
+            flush_always=timeout == 0,
         )
         self.partition_manager.register(partition)
         return partition, writer
