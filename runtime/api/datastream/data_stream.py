@@ -806,6 +806,7 @@ class WindowedStream:
         self._trigger: Any = None
         self._allowed_lateness = 0
         self._late_data_tag: str | None = None
+        self._evictor: Any = None
         self._parallelism = parallelism  # window_all forces 1
 
     def get_execution_environment(self) -> "StreamExecutionEnvironment":
@@ -825,6 +826,16 @@ class WindowedStream:
         self._allowed_lateness = ms
         return self
 
+    def evictor(self, evictor: Any) -> "WindowedStream":
+        """Remove elements from a pane before and/or after the window function (CountEvictor,
+        TimeEvictor, DeltaEvictor or your own Evictor); the pane then keeps every element."""
+        from runtime.api.datastream.window import Evictor
+
+        if not isinstance(evictor, Evictor):
+            raise InvalidProgramError(f"evictor(): expected an Evictor (e.g. CountEvictor.of(3)), got {_type_name(evictor)}")
+        self._evictor = evictor
+        return self
+
     def side_output_late_data(self, output_tag: Any) -> "WindowedStream":
         """Elements too late for any window (after the watermark passed it plus the allowed lateness)
         go to this side output instead of being dropped: `result.get_side_output(output_tag)`."""
@@ -841,7 +852,8 @@ class WindowedStream:
         ks = self._keyed_stream
         name = f"Window({self._assigner!r}, {kind})"
         factory = functools.partial(
-            WindowOperator, ks._key_selector, self._assigner, self._trigger, spec, self._allowed_lateness, self._late_data_tag
+            WindowOperator, ks._key_selector, self._assigner, self._trigger, spec, self._allowed_lateness, self._late_data_tag,
+            self._evictor,
         )
         return self._finish(ks._one_input(name, factory, output_type, keyed=True))
 
@@ -893,6 +905,8 @@ class WindowedStream:
             problems.append("no allowed lateness")
         if self._late_data_tag is not None:
             problems.append("no late data side output")
+        if self._evictor is not None:
+            problems.append("no evictor")
         if window_function is not None:
             problems.append("no window function")
         if problems:
@@ -944,6 +958,14 @@ class AllWindowedStream:
 
     def allowed_lateness(self, time_ms: Any) -> "AllWindowedStream":
         self._ws.allowed_lateness(time_ms)
+        return self
+
+    def evictor(self, evictor: Any) -> "AllWindowedStream":
+        self._ws.evictor(evictor)
+        return self
+
+    def side_output_late_data(self, output_tag: Any) -> "AllWindowedStream":
+        self._ws.side_output_late_data(output_tag)
         return self
 
     def reduce(self, reduce_function: Any, window_function: Any = None, output_type: Any = None) -> DataStream:

@@ -11,7 +11,7 @@ import abc
 import datetime
 import enum
 from dataclasses import dataclass
-from typing import Any, Collection, Generic, Iterable, TypeVar
+from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
 
 from runtime.api.datastream.state import ReducingStateDescriptor, ValueStateDescriptor
 from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -356,6 +356,120 @@ class NeverTrigger(Trigger[Any, GlobalWindow]):
 
 
 # --------------------------------------------------------------------------- assigners
+class TimestampedValue:
+    """An element in an evicting window's pane (Flink's TimestampedValue)."""
+
+    __slots__ = ("value", "timestamp")
+
+    def __init__(self, value: Any, timestamp: int | None) -> None:
+        self.value, self.timestamp = value, timestamp
+
+    def get_value(self) -> Any:
+        return self.value
+
+    def get_timestamp(self) -> int | None:
+        return self.timestamp
+
+    def has_timestamp(self) -> bool:
+        return self.timestamp is not None
+
+    def __reduce__(self):
+        return (TimestampedValue, (self.value, self.timestamp))
+
+    def __repr__(self) -> str:
+        return f"TimestampedValue({self.value!r}, {self.timestamp})"
+
+
+class Evictor(abc.ABC, Generic[T, W]):
+    """Removes elements from a window's pane before and/or after the window function runs (Flink's
+    Evictor). `elements` is the pane's list of TimestampedValues: remove from it in place."""
+
+    @abc.abstractmethod
+    def evict_before(self, elements: list[TimestampedValue], size: int, window: W, evictor_context: Any) -> None: ...
+
+    @abc.abstractmethod
+    def evict_after(self, elements: list[TimestampedValue], size: int, window: W, evictor_context: Any) -> None: ...
+
+
+class CountEvictor(Evictor[Any, Window]):
+    """Keeps the last `max_count` elements (Flink's CountEvictor)."""
+
+    def __init__(self, max_count: int, do_evict_after: bool = False) -> None:
+        if not isinstance(max_count, int) or max_count < 0:
+            raise ValueError(f"CountEvictor: max_count must be a non-negative int, got {max_count!r}")
+        self.max_count, self.do_evict_after = max_count, do_evict_after
+
+    @staticmethod
+    def of(max_count: int, do_evict_after: bool = False) -> "CountEvictor":
+        return CountEvictor(max_count, do_evict_after)
+
+    def _evict(self, elements: list[TimestampedValue], size: int) -> None:
+        if size > self.max_count:
+            del elements[: size - self.max_count]
+
+    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if not self.do_evict_after:
+            self._evict(elements, size)
+
+    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if self.do_evict_after:
+            self._evict(elements, size)
+
+
+class TimeEvictor(Evictor[Any, Window]):
+    """Keeps elements newer than the newest one's timestamp minus `window_size` (Flink's TimeEvictor)."""
+
+    def __init__(self, window_size_ms: int, do_evict_after: bool = False) -> None:
+        if window_size_ms < 0:
+            raise ValueError(f"TimeEvictor: the window size must not be negative, got {window_size_ms}")
+        self.window_size_ms, self.do_evict_after = window_size_ms, do_evict_after
+
+    @staticmethod
+    def of(window_time: Any, do_evict_after: bool = False) -> "TimeEvictor":
+        return TimeEvictor(to_milliseconds(window_time), do_evict_after)
+
+    def _evict(self, elements: list[TimestampedValue]) -> None:
+        stamped = [e.timestamp for e in elements if e.timestamp is not None]
+        if not stamped:
+            return
+        cut = max(stamped) - self.window_size_ms
+        elements[:] = [e for e in elements if e.timestamp is None or e.timestamp > cut]
+
+    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if not self.do_evict_after:
+            self._evict(elements)
+
+    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if self.do_evict_after:
+            self._evict(elements)
+
+
+class DeltaEvictor(Evictor[Any, Window]):
+    """Removes elements whose delta to the newest element is >= `threshold` (Flink's DeltaEvictor)."""
+
+    def __init__(self, threshold: float, delta_function: Callable[[Any, Any], float], do_evict_after: bool = False) -> None:
+        self.threshold, self.delta_function, self.do_evict_after = threshold, delta_function, do_evict_after
+
+    @staticmethod
+    def of(threshold: float, delta_function: Callable[[Any, Any], float], do_evict_after: bool = False) -> "DeltaEvictor":
+        fn = delta_function.get_delta if hasattr(delta_function, "get_delta") else delta_function
+        return DeltaEvictor(threshold, fn, do_evict_after)
+
+    def _evict(self, elements: list[TimestampedValue]) -> None:
+        if not elements:
+            return
+        last = elements[-1].value
+        elements[:] = [e for e in elements if self.delta_function(e.value, last) < self.threshold]
+
+    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if not self.do_evict_after:
+            self._evict(elements)
+
+    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if self.do_evict_after:
+            self._evict(elements)
+
+
 class WindowAssigner(abc.ABC, Generic[T, W]):
     """Flink/PyFlink: WindowAssigner."""
 

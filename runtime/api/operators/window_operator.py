@@ -28,6 +28,7 @@ from runtime.api.datastream.state import (
 from runtime.api.datastream.window import (
     EventTimeTrigger,
     MergingWindowAssigner,
+    TimestampedValue,
     Trigger,
     TriggerResult,
     Window,
@@ -223,7 +224,9 @@ def _window_function_adapter(fn: Any) -> Callable[[Any, Any, _ProcessContext, It
 
 
 class WindowOperator(AbstractKeyedOperator):
-    """Flink: WindowOperator (no evictors); late elements go to `late_data_tag`'s side output if set."""
+    """Flink: WindowOperator, and EvictingWindowOperator with an `evictor` (the pane then keeps every
+    element with its timestamp, and reduce/aggregate run when the window fires, over what the
+    evictor left); late elements go to `late_data_tag`'s side output if set."""
 
     def __init__(
         self,
@@ -233,9 +236,11 @@ class WindowOperator(AbstractKeyedOperator):
         window_function_spec: tuple = (),
         allowed_lateness: int = 0,
         late_data_tag: str | None = None,
+        evictor: Any = None,
     ) -> None:
         super().__init__()
         self.late_data_tag = late_data_tag
+        self.evictor = evictor
         if allowed_lateness < 0:
             raise InvalidProgramError("allowed lateness must be >= 0")
         self.key_selector = key_selector
@@ -272,6 +277,10 @@ class WindowOperator(AbstractKeyedOperator):
                 f"window_function_spec must start with 'reduce', 'aggregate' or 'process', got {window_function_spec!r}"
             )
         self._single_value = kind != "process"
+        self._kind = kind
+        if evictor is not None:  # Flink's EvictingWindowOperator: every element kept, functions run at firing
+            self._contents_desc = ListStateDescriptor(WINDOW_CONTENTS)
+            self._single_value = False
         self._user_fn = user_fn
         self._call_fn = _window_function_adapter(user_fn)
         self.num_late_records_dropped = 0
@@ -295,6 +304,7 @@ class WindowOperator(AbstractKeyedOperator):
         # same timer (window.max_timestamp()), and when it fires the pane fires and is cleared.
         self._fast_event_time = (
             self._event_time and not self._merging and self.allowed_lateness == 0 and type(self.trigger) is EventTimeTrigger
+            and self.evictor is None
         )
         for fn in self._functions:
             if isinstance(fn, Function):
@@ -352,8 +362,33 @@ class WindowOperator(AbstractKeyedOperator):
         assert self.keyed_state_backend is not None
         key = self.keyed_state_backend.get_current_key()
         self._pctx._window = window
+        if self.evictor is not None:
+            self._emit_evicting(key, window, list(contents))
+            return
         elements = [contents] if self._single_value else contents
         self.collect_all(self._call_fn(key, window, self._pctx, elements), window.max_timestamp())
+
+    def _emit_evicting(self, key: Any, window: Window, pane: list[Any]) -> None:
+        """Flink's EvictingWindowOperator.emitWindowContents: evict before, apply, evict after, keep the rest."""
+        evictor = self.evictor
+        evictor.evict_before(pane, len(pane), window, self._pctx)
+        values = [e.value for e in pane]
+        if self._kind == "reduce" and values:
+            reduce_fn = self._functions[0]
+            acc = values[0]
+            for v in values[1:]:
+                acc = reduce_fn(acc, v) if callable(reduce_fn) else reduce_fn.reduce(acc, v)
+            values = [acc]
+        elif self._kind == "aggregate" and values:
+            agg = self._functions[0]
+            acc = agg.create_accumulator()
+            for v in values:
+                acc = agg.add(v, acc)
+            values = [agg.get_result(acc)]
+        if values:
+            self.collect_all(self._call_fn(key, window, self._pctx, values), window.max_timestamp())
+        evictor.evict_after(pane, len(pane), window, self._pctx)
+        self._contents.update(pane)  # what the evictors left stays in the pane (update([]) clears it)
 
     def _clear_all_state(self, window: Window, merging: MergingWindowSet | None) -> None:
         self._contents.clear()
@@ -381,7 +416,7 @@ class WindowOperator(AbstractKeyedOperator):
         trigger decide, and register the cleanup timer."""
         contents, tctx = self._contents, self._tctx
         contents.set_current_namespace(state_window)
-        contents.add(value)
+        contents.add(TimestampedValue(value, ts) if self.evictor is not None else value)
         tctx.window = window
         tctx.merged_windows = None
         self._fire_and_purge(window, tctx.on_element(value, ts))
