@@ -172,6 +172,18 @@ class Watermark:
 
 
 @dataclass(frozen=True, slots=True)
+class WatermarkStatus:
+    """Flink's WatermarkStatus: an idle stream (no records for a while) holds back no watermark
+    downstream until it is active again (WatermarkStrategy.with_idleness)."""
+
+    idle: bool
+
+
+IDLE = WatermarkStatus(True)
+ACTIVE = WatermarkStatus(False)
+
+
+@dataclass(frozen=True, slots=True)
 class EndOfPartition:
     """The producer subpartition has no more data."""
 
@@ -180,4 +192,4 @@ END_OF_PARTITION = EndOfPartition()
 
 from runtime.core.checkpoint import CheckpointBarrier  # noqa: E402 - in-band like the others
 
-StreamElement = RecordBatch | Watermark | EndOfPartition | CheckpointBarrier
+StreamElement = RecordBatch | Watermark | WatermarkStatus | EndOfPartition | CheckpointBarrier

@@ -22,7 +22,7 @@ from runtime.api.operators.base import (
 )
 from runtime.core.errors import InvalidProgramError
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
-from runtime.core.records import RecordBatch, Watermark
+from runtime.core.records import RecordBatch, Watermark, WatermarkStatus
 from runtime.graph.job_graph import ChainedOperator
 from runtime.rpc.deployment import TaskDeploymentDescriptor
 
@@ -61,6 +61,13 @@ class ChainingOutput:
     def emit_side(self, tag: str, batch: RecordBatch) -> None:
         pass  # no consumer of that side output
 
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        try:
+            self.target.process_watermark_status(status, self.type_number)
+        except BaseException as e:
+            annotate(e, self.name)
+            raise
+
 
 class NetworkOutput:
     """Output into a RecordWriter (a result partition leaving the chain)."""
@@ -80,6 +87,9 @@ class NetworkOutput:
     def emit_side(self, tag: str, batch: RecordBatch) -> None:
         pass
 
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        self.writer.broadcast_event(status)
+
 
 class BroadcastingOutput:
     __slots__ = ("outputs",)
@@ -97,6 +107,10 @@ class BroadcastingOutput:
 
     def emit_side(self, tag: str, batch: RecordBatch) -> None:
         pass
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        for o in self.outputs:
+            o.emit_watermark_status(status)
 
 
 class SideOutputsOutput:
@@ -121,6 +135,11 @@ class SideOutputsOutput:
         if out is not None:
             out.emit(batch)
 
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        self.main.emit_watermark_status(status)
+        for o in self.sides.values():
+            o.emit_watermark_status(status)
+
 
 class DiscardingOutput:
     def emit(self, batch: RecordBatch) -> None:
@@ -130,6 +149,9 @@ class DiscardingOutput:
         pass
 
     def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        pass
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
         pass
 
 

@@ -31,7 +31,7 @@ from runtime.core.durations import parse_duration_ms
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.taskmanager.user_code import load_user_code
 from runtime.core.errors import MillraceError
-from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Watermark
+from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Watermark, WatermarkStatus
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, execution_state_machine
 from runtime.graph.job_graph import ChainedOperator
@@ -428,6 +428,12 @@ class Task:
                     wm = li.valve.input_watermark(local_ch, element.timestamp)
                     if wm is not None:
                         op.process_watermark(Watermark(wm), li.type_number)
+                elif isinstance(element, WatermarkStatus):
+                    wm, idle = li.valve.input_status(local_ch, element.idle)
+                    if wm is not None:
+                        op.process_watermark(Watermark(wm), li.type_number)
+                    if idle is not None:
+                        op.process_watermark_status(WatermarkStatus(idle), li.type_number)
                 elif isinstance(element, CheckpointBarrier):
                     barriers.process_barrier(channel, element)
                 elif isinstance(element, EndOfPartition):

@@ -77,8 +77,9 @@ class WatermarkStrategy:
     """How event time is assigned and how watermarks are generated.
 
     kind: "bounded" (bounded out-of-orderness; monotonous = bounded with 0 delay) or "none".
-    `with_idleness` is recorded only: Millrace's watermark combination does not yet mark idle
-    inputs (an idle input holds back the combined watermark like in Flink without idleness).
+    `with_idleness(t)`: a stream that got no record for t (processing time) is marked idle
+    (Flink's WatermarksWithIdleness / WatermarkStatus): downstream, its watermark holds nothing
+    back until records come again.
     """
 
     def __init__(

@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.keygroups import KeyGroupRange
-from runtime.core.records import MIN_TIMESTAMP, RecordBatch, Watermark
+from runtime.core.records import MIN_TIMESTAMP, RecordBatch, Watermark, WatermarkStatus
 
 
 class Output(Protocol):
@@ -24,6 +24,9 @@ class Output(Protocol):
 
     def emit_side(self, tag: str, batch: RecordBatch) -> None:
         """Records for the side output `tag` (an OutputTag's id); dropped if nothing consumes it."""
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        """This output goes idle (no records for a while: it holds back no watermark) or active again."""
 
 
 class ProcessingTimeService(Protocol):
@@ -84,6 +87,7 @@ class StreamOperator:
         self.ctx: OperatorContext | None = None
         self.output: Output | None = None
         self._input_watermarks: list[int] = []
+        self._input_idle: list[bool] = []
         self._current_watermark = MIN_TIMESTAMP
 
     # lifecycle -----------------------------------------------------------------------------
@@ -91,6 +95,7 @@ class StreamOperator:
         self.ctx = ctx
         self.output = ctx.output
         self._input_watermarks = [MIN_TIMESTAMP] * max(1, self.num_inputs)
+        self._input_idle = [False] * max(1, self.num_inputs)
 
     def open(self) -> None:
         """Called once before the first element (user functions' open() runs here)."""
@@ -120,14 +125,37 @@ class StreamOperator:
         raise NotImplementedError
 
     def process_watermark(self, watermark: Watermark, input_index: int = 0) -> None:
-        """Combine per-input watermarks (min) and advance when the combined one moves."""
+        """Combine per-input watermarks (min over the inputs that are not idle) and advance when it moves."""
         wms = self._input_watermarks
         if watermark.timestamp > wms[input_index]:
             wms[input_index] = watermark.timestamp
-        combined = min(wms)
+        self._advance_combined()
+
+    def _advance_combined(self) -> None:
+        wms, idle = self._input_watermarks, self._input_idle
+        counted = [w for w, i in zip(wms, idle) if not i] if any(idle) else wms
+        if not counted:
+            return
+        combined = min(counted)
         if combined > self._current_watermark:
             self._current_watermark = combined
             self.on_watermark(combined)
+
+    def process_watermark_status(self, status: WatermarkStatus, input_index: int = 0) -> None:
+        """An input went idle or active (Flink: processWatermarkStatus): an idle input holds back no
+        watermark; the operator's output is idle while all its inputs are."""
+        idle = self._input_idle
+        was_idle = all(idle)
+        idle[input_index] = status.idle
+        if not status.idle:
+            return self._status_changed(was_idle)
+        self._advance_combined()
+        self._status_changed(was_idle)
+
+    def _status_changed(self, was_idle: bool) -> None:
+        now_idle = all(self._input_idle)
+        if now_idle != was_idle and self.output is not None:
+            self.output.emit_watermark_status(WatermarkStatus(now_idle))
 
     def on_watermark(self, timestamp: int) -> None:
         """Event time advanced to `timestamp` (fire timers, then forward)."""

@@ -25,7 +25,7 @@ from runtime.api.datastream.functions import (
 from runtime.api.operators.base import StreamOperator
 from runtime.api.operators.runtime_context import emit_objects
 from runtime.core.errors import InvalidProgramError
-from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
+from runtime.core.records import ACTIVE, IDLE, MAX_TIMESTAMP, MIN_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
 
 
 def _open_function(op: StreamOperator, fn: Any) -> None:
@@ -330,10 +330,49 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.strategy = strategy
         self._max_ts = MIN_TIMESTAMP
         self._emitted = MIN_TIMESTAMP
+        self._idle = False
+        self._last_activity_ms = 0
+
+    def open(self) -> None:
+        idle_ms = getattr(self.strategy, "idleness_ms", None)
+        if idle_ms:  # with_idleness: no records for that long (processing time) marks this output idle
+            self._last_activity_ms = self._now_ms()
+            self._check_idle_at(self._last_activity_ms + idle_ms)
+
+    def _now_ms(self) -> int:
+        assert self.ctx is not None
+        return int(self.ctx.processing_time_service.current_processing_time())
+
+    def _check_idle_at(self, at_ms: int) -> None:
+        assert self.ctx is not None
+        self.ctx.processing_time_service.register_timer(at_ms, self._check_idle)
+
+    def _check_idle(self, _timestamp: int) -> None:
+        """Flink's WatermarksWithIdleness: idle once no record came for the idle timeout."""
+        if self._emitted == MAX_TIMESTAMP or self._idle:
+            return  # ended, or already idle (a record makes it active and checks again)
+        idle_ms = self.strategy.idleness_ms
+        now = self._now_ms()
+        if now - self._last_activity_ms >= idle_ms:
+            self._idle = True
+            assert self.output is not None
+            self.output.emit_watermark_status(IDLE)
+        else:
+            self._check_idle_at(self._last_activity_ms + idle_ms)
+
+    def process_watermark_status(self, status: Any, input_index: int = 0) -> None:
+        pass  # this operator decides its output's idleness itself (upstream statuses are replaced)
 
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         if len(batch) == 0:
             return
+        if self.strategy.idleness_ms:
+            self._last_activity_ms = self._now_ms()
+            if self._idle:  # records again: active before them
+                self._idle = False
+                assert self.output is not None
+                self.output.emit_watermark_status(ACTIVE)
+                self._check_idle_at(self._last_activity_ms + self.strategy.idleness_ms)
         assigner = self.strategy.timestamp_assigner
         if assigner is not None:
             ts = assigner.extract_timestamps(batch)

@@ -33,8 +33,11 @@ from runtime.core.records import (
     ColumnBatch,
     EndOfPartition,
     ObjectBatch,
+    ACTIVE,
+    IDLE,
     RecordBatch,
     Watermark,
+    WatermarkStatus,
 )
 
 CODE_COLUMN_BATCH = 1
@@ -43,6 +46,7 @@ CODE_WATERMARK = 3
 CODE_END_OF_PARTITION = 4
 FIRST_USER_EVENT_CODE = 16
 CODE_CHECKPOINT_BARRIER = 16  # the first registered event type (see the bottom of this module)
+CODE_WATERMARK_STATUS = 17
 
 _BATCH_HEAD = struct.Struct("<BIQ")  # code, n_buffers, meta_len
 _WATERMARK = struct.Struct("<Bq")
@@ -208,3 +212,12 @@ def _decode_barrier(body: bytes) -> CheckpointBarrier:
 
 
 register_event_type(CheckpointBarrier, CODE_CHECKPOINT_BARRIER, _encode_barrier, _decode_barrier)
+
+
+def _decode_status(body: bytes) -> WatermarkStatus:
+    if body not in (b"\x00", b"\x01"):
+        raise ValueError(f"corrupt watermark status: {body!r}")
+    return IDLE if body == b"\x01" else ACTIVE
+
+
+register_event_type(WatermarkStatus, CODE_WATERMARK_STATUS, lambda s: b"\x01" if s.idle else b"\x00", _decode_status)

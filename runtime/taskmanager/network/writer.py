@@ -12,7 +12,7 @@ import logging
 import threading
 import weakref
 
-from runtime.core.records import ColumnBatch, RecordBatch, StreamElement, Watermark, concat_batches
+from runtime.core.records import ColumnBatch, RecordBatch, StreamElement, Watermark, WatermarkStatus, concat_batches
 from runtime.taskmanager.network.errors import PartitionError
 from runtime.taskmanager.network.partition import ResultPartition
 from runtime.taskmanager.network.partitioners import StreamPartitioner
@@ -143,6 +143,8 @@ class RecordWriter:
         with self._lock:
             self._check_open()
             partition = self.partition
+            if type(event) is WatermarkStatus and partition.defers_watermarks:
+                return  # a blocking result is read after its producer ended: idleness means nothing there
             if type(event) is Watermark and partition.defers_watermarks:
                 # a blocking partition keeps only the last watermark, written after every record:
                 # records stay buffered (moving them now would cut them into small batches)
