@@ -49,6 +49,29 @@ def _filesystem(table_uri: str) -> tuple[Any, str]:
     return pafs.LocalFileSystem(), os.path.abspath(table_uri)
 
 
+def check_output_location(table_uri: str) -> None:
+    """Refuse a location that holds something other than a Delta table: a sink that built a table
+    around the user's files would later let VACUUM delete them. Missing, empty or a Delta table
+    (it has a _delta_log) is fine. Runs when the job starts, before any task writes."""
+    import pyarrow.fs as pafs
+
+    fs, base = _filesystem(table_uri)
+    info = fs.get_file_info(base)
+    if info.type == pafs.FileType.NotFound:
+        return
+    if info.type != pafs.FileType.Directory:
+        raise StorageError(f"Delta sink: {table_uri} is a file, not a directory: give the sink a directory for its table")
+    entries = fs.get_file_info(pafs.FileSelector(base, recursive=False))
+    names = sorted(os.path.basename(e.path.rstrip("/")) for e in entries)
+    if not names or "_delta_log" in names:
+        return
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    raise StorageError(
+        f"Delta sink: {table_uri} is not empty and not a Delta table (it holds {shown}); nothing was written. "
+        "Give the sink an empty or new directory, or an existing Delta table"
+    )
+
+
 def _to_arrow_schema(schema: Any) -> Any:
     if schema is None:
         return None
@@ -354,7 +377,7 @@ class DeltaSinkCoordinator:
         return sink_app_id(self.sink, self.job_id)
 
     def start(self) -> None:
-        pass
+        check_output_location(self.sink.path)
 
     def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
         if not isinstance(event, dict) or event.get("type") != "delta_files":

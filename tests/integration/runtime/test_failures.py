@@ -163,3 +163,20 @@ def test_cancel_stops_tasks_and_frees_slots(mini_cluster: MiniCluster) -> None:
     while not all(t.slots_free == t.slots_total for t in mini_cluster.task_managers()):
         assert time.monotonic() < deadline, "slots were not freed after cancel"
         time.sleep(0.05)
+
+
+def test_a_delta_sink_into_a_folder_of_other_files_fails_the_job_and_touches_nothing(mini_cluster: MiniCluster, tmp_path) -> None:
+    """`--output` pointing at a folder that holds the user's notes: refused before any task writes
+    (a table built around them would let a later VACUUM delete them)."""
+    from runtime.api.connectors.delta import DeltaSink
+
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_source(DataGeneratorSource(lambda i: {"id": i}, 1000), WatermarkStrategy.no_watermarks(), "ids").sink_to(DeltaSink(str(folder)))
+    client = mini_cluster.submit(_job_graph(env, "into-my-folder"))
+    with pytest.raises(JobExecutionError, match="not empty and not a Delta table"):
+        client.get_job_execution_result(timeout=60)
+    assert sorted(os.listdir(folder)) == ["notes.txt"] and (folder / "notes.txt").read_text() == "my notes"

@@ -272,3 +272,26 @@ def test_replace_where_needs_overwrite_and_partition_columns(tmp_path):
     for kwargs in ({"mode": "append", "partition_by": "day"}, {"mode": "overwrite", "partition_by": "other"}, {"mode": "overwrite"}):
         with pytest.raises(Exception, match="replace_where"):
             DeltaSink(str(tmp_path / "t"), replace_where={"day": "d1"}, **kwargs)
+
+
+def test_the_sink_refuses_a_directory_that_holds_something_else_than_a_delta_table(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    coord = DeltaSink(str(folder)).coordinator_provider().create("job", "DeltaSink", 1)
+    with pytest.raises(StorageError, match=r"not empty and not a Delta table \(it holds notes.txt\); nothing was written"):
+        coord.start()
+    assert sorted(os.listdir(folder)) == ["notes.txt"] and (folder / "notes.txt").read_text() == "keep me"
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StorageError, match="is a file"):
+        DeltaSink(str(tmp_path / "a-file")).coordinator_provider().create("job", "DeltaSink", 1).start()
+    # missing, empty, or a Delta table: fine
+    (tmp_path / "empty").mkdir()
+    for ok in (tmp_path / "new", tmp_path / "empty"):
+        DeltaSink(str(ok)).coordinator_provider().create("job", "DeltaSink", 1).start()
+    table = str(tmp_path / "table")
+    sink = DeltaSink(table)
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    _write(sink, coord, 0, 1, [obj([Row(x=1)])])
+    coord.on_job_finished()
+    DeltaSink(table).coordinator_provider().create("job2", "DeltaSink", 1).start()
