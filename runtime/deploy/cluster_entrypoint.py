@@ -59,6 +59,9 @@ class ClusterConfig(BaseModel):
     idle_timeout_s: float | None = Field(30.0, description="release TaskManagers idle this long (above the minimum)")
     host: str = Field("127.0.0.1", description="bind address of the REST API and the JobManager RPC port")
     rest_port: int = Field(0, ge=0, le=65535, description="0 = any free port")
+    rest_max_content_length: int = Field(
+        104_857_600, ge=1024, description="largest request body the REST API accepts, in bytes (Flink: rest.server.max-content-length)"
+    )
     rpc_port: int = Field(0, ge=0, le=65535)
     log_level: str = "INFO"
     result_grace_s: float = Field(10.0, description="per-job/application: how long the REST API outlives the work when nobody fetches the result")
@@ -142,7 +145,8 @@ class ClusterEntrypoint:
             ),
             spark=self.spark,
         ).start()
-        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.RESOURCE_MANAGER), self.token, self.hooks)
+        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.RESOURCE_MANAGER), self.token, self.hooks,
+                         max_content_length=cfg.rest_max_content_length)
         self.rest = RestServer(app, host=cfg.host, port=cfg.rest_port).start()
         endpoint = ClusterEndpoint(url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"), started_at_ms=self.hooks.started_at_ms)
         write_cluster_file(endpoint, cfg.home)

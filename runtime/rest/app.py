@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runtime.core.errors import CheckpointError, JobNotRunningError, MillraceError, RpcError, UnknownJobError, UnknownTriggerError
 from runtime.graph.job_graph import JobGraph
 from runtime.rest import models as rm
+from runtime.rest.limits import DEFAULT_MAX_CONTENT_LENGTH, RequestLimitsMiddleware
 from runtime.graph.validation import validate_job_graph
 from runtime.rpc import messages as m
 from runtime.version import __version__
@@ -146,8 +147,10 @@ def _job_graph_openapi() -> tuple[dict[str, Any], dict[str, Any]]:
     return body, defs
 
 
-def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: ClusterHooks) -> FastAPI:
-    """The REST API over a Dispatcher and ResourceManager gateway, guarded by `token`."""
+def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: ClusterHooks,
+               max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH) -> FastAPI:
+    """The REST API over a Dispatcher and ResourceManager gateway, guarded by `token`; request bodies
+    above `max_content_length` bytes are refused while they stream in (rest.server.max-content-length)."""
     if not token:
         raise ValueError("the REST API needs a non-empty cluster token")
     expected = token.encode()
@@ -159,6 +162,7 @@ def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: Cluste
         redoc_url=None,
     )
     install_error_handlers(app)
+    app.add_middleware(RequestLimitsMiddleware, max_content_length=max_content_length)
     bearer = HTTPBearer(auto_error=False, scheme_name="ClusterToken", description="the cluster token (cluster.json)")
 
     async def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:

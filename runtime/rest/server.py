@@ -53,8 +53,10 @@ class RestServer:
         self._port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3,
-            # bound the request line and headers; bodies (JobGraphs) are checked by the app
-            h11_max_incomplete_event_size=64 * 1024,
+            # bound the request line and headers (a longer path still reaches the app, which answers
+            # 414 in the API's error shape); bodies are limited by the app's middleware
+            h11_max_incomplete_event_size=256 * 1024,
+            http="h11",  # httptools refuses long request lines itself, in plain text; h11 obeys the bound above
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._serve, name=f"rest-{self._port}", daemon=True)
