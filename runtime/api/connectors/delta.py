@@ -72,6 +72,20 @@ def check_output_location(table_uri: str) -> None:
     )
 
 
+def _remove_empty_dirs(table_uri: str) -> None:
+    """Remove the directory tree at `table_uri` if it holds no file (deepest first)."""
+    import pyarrow.fs as pafs
+
+    fs, base = _filesystem(table_uri)
+    infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    if any(i.type == pafs.FileType.File for i in infos):
+        return
+    for d in sorted((i.path for i in infos if i.type == pafs.FileType.Directory), key=len, reverse=True):
+        fs.delete_dir(d)
+    if fs.get_file_info(base).type == pafs.FileType.Directory:
+        fs.delete_dir(base)
+
+
 def _to_arrow_schema(schema: Any) -> Any:
     if schema is None:
         return None
@@ -378,6 +392,10 @@ class DeltaSinkCoordinator:
 
     def start(self) -> None:
         check_output_location(self.sink.path)
+        fs, base = _filesystem(self.sink.path)
+        import pyarrow.fs as pafs
+
+        self._created_location = fs.get_file_info(base).type == pafs.FileType.NotFound
 
     def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
         if not isinstance(event, dict) or event.get("type") != "delta_files":
@@ -619,12 +637,14 @@ class DeltaSinkCoordinator:
         if not self._committed and not self._keep_files:
             # the job did not finish: its tail files are referenced by no commit
             self._delete([f for reports in self._files.values() for fs in reports.values() for f in fs] + self._superseded)
-            if self._last_checkpoint is not None:
-                # files handed to checkpoints that never completed (the completed ones are committed)
-                try:
-                    self._delete_orphans(set(range(self.parallelism)))
-                except Exception:  # noqa: BLE001 - clean-up is best effort
-                    log.warning("Delta sink %s: could not look for files no commit references", self.sink.path)
+            # files no report or commit names: handed to checkpoints that never completed, or written
+            # by attempts whose TaskManager died before they could report (with or without checkpoints)
+            try:
+                self._delete_orphans(set(range(self.parallelism)))
+                if getattr(self, "_created_location", False):
+                    _remove_empty_dirs(self.sink.path)  # a new table that never got a commit leaves nothing
+            except Exception:  # noqa: BLE001 - clean-up is best effort
+                log.warning("Delta sink %s: could not look for files no commit references", self.sink.path)
         self._files.clear()
         self._superseded = []
 

@@ -295,3 +295,35 @@ def test_the_sink_refuses_a_directory_that_holds_something_else_than_a_delta_tab
     _write(sink, coord, 0, 1, [obj([Row(x=1)])])
     coord.on_job_finished()
     DeltaSink(table).coordinator_provider().create("job2", "DeltaSink", 1).start()
+
+
+def test_a_failed_job_without_checkpoints_leaves_no_file_of_a_writer_that_died_unreported(tmp_path):
+    """A TaskManager killed mid-write: its writer never closes nor reports. The coordinator finds
+    the sink's files no commit references and deletes them; a new table's folder goes too."""
+    path = str(tmp_path / "new-table")
+    sink = DeltaSink(path, target_file_size=1)  # roll after every batch: files on disk at once
+    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    coord.start()
+    dead = sink.create_writer()
+    open_operator(dead, subtask=1, parallelism=2, gateway=FakeEventGateway(coordinator=coord, subtask=1))
+    dead.process_batch(obj([Row(x=2)]))
+    dead.process_batch(obj([Row(x=3)]))  # ... and the process is gone: no close(), no report
+    assert [f for f in os.listdir(path) if f.endswith(".parquet")]
+    coord.close()
+    assert not os.path.exists(path)
+    # an existing folder (here: an existing table) stays; only this job's unreferenced files go
+    existing = str(tmp_path / "table")
+    first = DeltaSink(existing)
+    c1 = first.coordinator_provider().create("job-1", "DeltaSink", 1)
+    c1.start()
+    _write(first, c1, 0, 1, [obj([Row(x=1)])])
+    c1.on_job_finished()
+    second = DeltaSink(existing, target_file_size=1)
+    c2 = second.coordinator_provider().create("job-2", "DeltaSink", 1)
+    c2.start()
+    w = second.create_writer()
+    open_operator(w, subtask=0, parallelism=1, gateway=FakeEventGateway(coordinator=c2, subtask=0))
+    w.process_batch(obj([Row(x=9)]))
+    c2.close()
+    assert _read(existing) == [{"x": 1}]
+    assert len([f for f in os.listdir(existing) if f.endswith(".parquet")]) == 1
