@@ -53,6 +53,16 @@ def rpc_method(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
     return fn
 
 
+
+
+def _malformed_call(frame: dict[str, Any]) -> str | None:
+    """Why a call frame cannot be dispatched (None: it can)."""
+    if not isinstance(frame.get("id"), (int, str)):
+        return "no call id"
+    if not isinstance(frame.get("ep"), str) or not isinstance(frame.get("m"), str):
+        return "no endpoint or method name"
+    return None
+
 class RpcEndpoint:
     """Base class of Dispatcher, ResourceManager, JobMaster, TaskExecutor."""
 
@@ -251,9 +261,17 @@ class Connection:
                 if n > _MAX_FRAME:
                     raise RpcError(f"frame of {n} bytes exceeds the limit")
                 frame = json.loads(await self.reader.readexactly(n))
+                if not isinstance(frame, dict):
+                    raise RpcError(f"a frame must be a JSON object, got {type(frame).__name__}")
                 kind = frame.get("k")
                 if kind == "call":
-                    asyncio.create_task(self._handle_call(frame))
+                    problem = _malformed_call(frame)
+                    if problem is None:
+                        asyncio.create_task(self._handle_call(frame))
+                    elif isinstance(frame.get("id"), (int, str)):  # answerable: tell the caller
+                        await self.send({"k": "err", "id": frame["id"], "e": f"RpcError: malformed call: {problem}"})
+                    else:  # nobody to answer: drop it (one line, no traceback)
+                        log.warning("rpc connection to %s: dropped a malformed call frame: %s", self.peer_id, problem)
                 elif kind == "ret":
                     fut = self._pending.get(frame["id"])
                     if fut is not None and not fut.done():
@@ -275,6 +293,7 @@ class Connection:
             self._close()
 
     async def _handle_call(self, frame: dict[str, Any]) -> None:
+        """`frame` passed _malformed_call: id, ep and m are there."""
         endpoint = self.service.endpoint(frame["ep"])
         try:
             if endpoint is None:

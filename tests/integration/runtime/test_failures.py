@@ -180,3 +180,47 @@ def test_a_delta_sink_into_a_folder_of_other_files_fails_the_job_and_touches_not
     with pytest.raises(JobExecutionError, match="not empty and not a Delta table"):
         client.get_job_execution_result(timeout=60)
     assert sorted(os.listdir(folder)) == ["notes.txt"] and (folder / "notes.txt").read_text() == "my notes"
+
+
+def test_malformed_call_frames_of_an_authenticated_peer_are_answered_or_dropped_quietly(mini_cluster: MiniCluster, caplog) -> None:
+    """After authentication, a call frame without an id is dropped with one log line (no traceback),
+    one with an id but no method gets an error reply, and the connection keeps working."""
+    import asyncio
+    import logging
+
+    from runtime.core.errors import RpcError
+    from runtime.rpc import gateways as gw
+    from runtime.rpc import messages as m
+
+    host, port = mini_cluster.address
+    client = RpcService(mini_cluster.secret, "prober", listen=False).start()
+    try:
+        peer = client.connect(host, port)
+        conn = client._peers[peer]
+        caplog.set_level(logging.DEBUG)
+        send = lambda frame: asyncio.run_coroutine_threadsafe(conn.send(frame), client.loop).result(5)  # noqa: E731
+        send({"k": "call", "ep": gw.DISPATCHER, "m": "list_jobs"})  # no id
+        # a call with an id but no method: answered with an error
+        waiter = asyncio.run_coroutine_threadsafe(_await_reply(conn, 424242), client.loop)
+        send({"k": "call", "id": 424242, "ep": gw.DISPATCHER})
+        reply = waiter.result(5)
+        assert isinstance(reply, RpcError) and "malformed call" in str(reply)
+        # the connection still serves calls
+        listed = client.gateway(gw.DISPATCHER, peer_id=peer).call_sync("list_jobs", m.Empty(), timeout=10)
+        assert isinstance(listed, m.JobList)
+    finally:
+        client.stop()
+    text = caplog.text
+    assert "dropped a malformed call frame: no call id" in text
+    assert "Traceback" not in text and "exception was never retrieved" not in text
+
+
+async def _await_reply(conn, call_id: int):
+    import asyncio
+
+    fut = asyncio.get_running_loop().create_future()
+    conn._pending[call_id] = fut
+    try:
+        return await asyncio.wait_for(fut, 5)
+    except Exception as e:  # noqa: BLE001 - the error reply is what we wait for
+        return e
