@@ -606,6 +606,10 @@ def main(argv: list[str] | None = None) -> None:
         code = 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        # the embedded run's Spark JVM ignores SIGINT (PySpark starts it so): stop it, or it outlives us
+        from runtime.deploy.spark_session import kill_spark_jvms
+
+        kill_spark_jvms()
         code = 130
     except Exception as e:  # noqa: BLE001 - e.g. Spark/Java failing to start: say what, keep the trace for DEBUG
         logging.getLogger("millrace.cli").debug("unexpected error", exc_info=True)

@@ -32,6 +32,53 @@ def delta_maven_coordinates() -> str:
     return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY}:{DELTA_JAR_VERSION}"
 
 
+def kill_spark_jvms(grace_s: float = 3.0) -> int:
+    """Stop the Spark JVMs this process started (its child processes running Spark's launcher or
+    JVM); their Python workers end with them. Returns how many were signalled. Linux /proc only."""
+    import signal
+    import time
+
+    me = os.getpid()
+    pids = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and (b"org.apache.spark" in cmd or b"spark-submit" in cmd or b"pyspark" in cmd):
+            pids.append(int(entry))
+    signalled = len(pids)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        alive = []
+        for p in pids:
+            try:
+                done, _ = os.waitpid(p, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if not done:
+                alive.append(p)
+        pids = alive
+        time.sleep(0.05)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    return signalled
+
+
 def _has_log4j_config() -> bool:
     conf_dir = os.environ.get("SPARK_CONF_DIR")
     return bool(conf_dir) and any((Path(conf_dir) / f).exists() for f in ("log4j2.properties", "log4j2.xml"))
@@ -94,10 +141,16 @@ def build_spark_session(cfg: SparkSessionConfig | None = None):
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
     for k, v in extra.items():
         builder = builder.config(k, v)
-    if cfg.quiet and SparkSession.getActiveSession() is None:
-        with jvm_stderr_filtered():
+    try:
+        if cfg.quiet and SparkSession.getActiveSession() is None:
+            with jvm_stderr_filtered():
+                spark = builder.getOrCreate()
+        else:
             spark = builder.getOrCreate()
-    else:
-        spark = builder.getOrCreate()
+    except BaseException:
+        # e.g. Ctrl-C while the JVM starts: PySpark starts it ignoring SIGINT and has not handed
+        # it over yet, so nothing else would ever stop it
+        kill_spark_jvms()
+        raise
     spark.sparkContext.setLogLevel(cfg.log_level)
     return spark
