@@ -630,40 +630,6 @@ class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
         return f"SlidingProcessingTimeWindows({self.size}, {self.slide}, {self.offset})"
 
 
-class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
-    """Flink: EventTimeSessionWindows: [ts, ts + gap), merged while they overlap or touch."""
-
-    def __init__(self, session_gap: int) -> None:
-        if session_gap <= 0:
-            raise ValueError("EventTimeSessionWindows parameters must satisfy 0 < size")
-        self.session_gap = session_gap
-
-    @staticmethod
-    def with_gap(size: Any) -> "EventTimeSessionWindows":
-        return EventTimeSessionWindows(to_milliseconds(size))
-
-    @staticmethod
-    def with_dynamic_gap(extractor: "SessionWindowTimeGapExtractor") -> "DynamicEventTimeSessionWindows":
-        """The gap per element: `extractor.extract(element)` milliseconds (Flink: DynamicEventTimeSessionWindows)."""
-        return DynamicEventTimeSessionWindows(extractor)
-
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        ts = _check_event_ts(timestamp, "EventTimeSessionWindows")
-        return [TimeWindow(ts, ts + self.session_gap)]
-
-    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"EventTimeSessionWindows({self.session_gap})"
-
-
 class SessionWindowTimeGapExtractor(abc.ABC):
     """PyFlink's SessionWindowTimeGapExtractor: the session gap (ms) an element opens."""
 
@@ -671,67 +637,84 @@ class SessionWindowTimeGapExtractor(abc.ABC):
     def extract(self, element: Any) -> int: ...
 
 
-def _dynamic_gap(extractor: Any, element: Any) -> int:
-    fn = extractor.extract if isinstance(extractor, SessionWindowTimeGapExtractor) or hasattr(extractor, "extract") else extractor
-    gap = fn(element)
-    if not isinstance(gap, int) or isinstance(gap, bool) or gap <= 0:
-        raise ValueError(f"a session window's dynamic gap must be a positive number of milliseconds, got {gap!r} for {element!r}")
-    return gap
+class _SessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+    """What Flink's session assigners share: [start, start + gap), merged while they overlap or
+    touch; start is the element's timestamp (event time) or now (processing time)."""
+
+    event_time = True
+
+    def _gap(self, element: Any) -> int:
+        raise NotImplementedError
+
+    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+        start = _check_event_ts(timestamp, type(self).__name__) if self.event_time else context.get_current_processing_time()
+        return [TimeWindow(start, start + self._gap(element))]
+
+    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
+        TimeWindow.merge_windows(windows, callback)
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EventTimeTrigger() if self.event_time else ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return self.event_time
 
 
-class DynamicEventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
-    """Flink: DynamicEventTimeSessionWindows: [ts, ts + extract(element)), merged while they overlap."""
+class _FixedGapSessionWindows(_SessionWindows):
+    def __init__(self, session_gap: int) -> None:
+        if session_gap <= 0:
+            raise ValueError(f"{type(self).__name__} parameters must satisfy 0 < size")
+        self.session_gap = session_gap
 
+    def _gap(self, element: Any) -> int:
+        return self.session_gap
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.session_gap})"
+
+
+class _DynamicGapSessionWindows(_SessionWindows):
     def __init__(self, extractor: Any) -> None:
         if not (isinstance(extractor, SessionWindowTimeGapExtractor) or hasattr(extractor, "extract") or callable(extractor)):
             raise ValueError(f"with_dynamic_gap() needs a SessionWindowTimeGapExtractor, got {type(extractor).__name__}")
         self.extractor = extractor
+        self._extract = extractor.extract if hasattr(extractor, "extract") else extractor
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        ts = _check_event_ts(timestamp, "DynamicEventTimeSessionWindows")
-        return [TimeWindow(ts, ts + _dynamic_gap(self.extractor, element))]
-
-    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return EventTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return True
+    def _gap(self, element: Any) -> int:
+        gap = self._extract(element)
+        if not isinstance(gap, int) or isinstance(gap, bool) or gap <= 0:
+            raise ValueError(f"a session window's dynamic gap must be a positive number of milliseconds, got {gap!r} for {element!r}")
+        return gap
 
     def __repr__(self) -> str:
-        return "DynamicEventTimeSessionWindows()"
+        return f"{type(self).__name__}()"
 
 
-class DynamicProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
-    """Flink: DynamicProcessingTimeSessionWindows."""
-
-    def __init__(self, extractor: Any) -> None:
-        self.extractor = extractor
-
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        now = context.get_current_processing_time()
-        return [TimeWindow(now, now + _dynamic_gap(self.extractor, element))]
-
-    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return "DynamicProcessingTimeSessionWindows()"
+class DynamicEventTimeSessionWindows(_DynamicGapSessionWindows):
+    """Flink: DynamicEventTimeSessionWindows: [ts, ts + extract(element))."""
 
 
-class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
-    def __init__(self, session_gap: int) -> None:
-        if session_gap <= 0:
-            raise ValueError("ProcessingTimeSessionWindows parameters must satisfy 0 < size")
-        self.session_gap = session_gap
+class DynamicProcessingTimeSessionWindows(_DynamicGapSessionWindows):
+    """Flink: DynamicProcessingTimeSessionWindows: [now, now + extract(element))."""
+
+    event_time = False
+
+
+class EventTimeSessionWindows(_FixedGapSessionWindows):
+    """Flink: EventTimeSessionWindows: [ts, ts + gap), merged while they overlap or touch."""
+
+    @staticmethod
+    def with_gap(size: Any) -> "EventTimeSessionWindows":
+        return EventTimeSessionWindows(to_milliseconds(size))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> DynamicEventTimeSessionWindows:
+        """The gap per element: `extractor.extract(element)` milliseconds."""
+        return DynamicEventTimeSessionWindows(extractor)
+
+
+class ProcessingTimeSessionWindows(_FixedGapSessionWindows):
+    event_time = False
 
     @staticmethod
     def with_gap(size: Any) -> "ProcessingTimeSessionWindows":
@@ -740,22 +723,6 @@ class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     @staticmethod
     def with_dynamic_gap(extractor: SessionWindowTimeGapExtractor) -> DynamicProcessingTimeSessionWindows:
         return DynamicProcessingTimeSessionWindows(extractor)
-
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
-        now = context.get_current_processing_time()
-        return [TimeWindow(now, now + self.session_gap)]
-
-    def merge_windows(self, windows: Iterable[TimeWindow], callback: Any) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env: Any = None) -> Trigger:
-        return ProcessingTimeTrigger()
-
-    def is_event_time(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return f"ProcessingTimeSessionWindows({self.session_gap})"
 
 
 class GlobalWindows(WindowAssigner[Any, GlobalWindow]):

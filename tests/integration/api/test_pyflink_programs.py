@@ -10,13 +10,23 @@ ROOT = Path(__file__).resolve().parents[3]
 PROGRAMS = Path(__file__).parent / "pyflink_programs"
 
 
-def _run(program: str) -> list[str]:
+def _stdout_lines(program: str) -> list[str]:
+    """What `millrace run <program>` printed (local TaskManagers), line by line; it must succeed."""
     proc = subprocess.run(
         [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / program), "--provider", "local"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return [line for line in proc.stdout.splitlines() if line.startswith("(")]
+    return proc.stdout.splitlines()
+
+
+def _run(program: str) -> list[str]:
+    return [line for line in _stdout_lines(program) if line.startswith("(")]
+
+
+def _printed_records(program: str) -> list[str]:
+    """The print sink's lines of a parallelism-2 program, without their subtask prefix, sorted."""
+    return sorted(line.split("> ", 1)[1] for line in _stdout_lines(program) if line[:3] in ("1> ", "2> "))
 
 
 def test_keyed_state_and_event_time_timers_program() -> None:
@@ -32,12 +42,7 @@ def test_tumbling_window_process_function_program() -> None:
 
 
 def test_side_outputs_program() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "side_outputs.py"), "--provider", "local"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = sorted(line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line[:3] in ("1> ", "2> "))
+    lines = _printed_records("side_outputs.py")
     assert lines == sorted([
         "negative ('a', -3)", "negative ('b', -15)",  # yield tag, value
         "big ('a', 30)", "big ('a', 31)",  # ctx.output(tag, value)
@@ -48,12 +53,7 @@ def test_side_outputs_program() -> None:
 def test_ttl_state_with_event_time_timers_program() -> None:
     """Counts live 1 s after their last write: the 3 s pause expires what came before it (Flink's semantics:
     NeverReturnExpired, OnCreateAndWrite), and the timers at the end read what is still alive."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "ttl_counts.py"), "--provider", "local"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(("count ", "timer "))]
+    lines = [line for line in _stdout_lines("ttl_counts.py") if line.startswith(("count ", "timer "))]
     assert lines[:6] == ["count a 1", "count b 1", "count a 2", "count pause 1", "count a 1", "count a 2"]
     assert sorted(lines[6:]) == ["timer a 2", "timer b 0", "timer pause 1"]
 
@@ -61,12 +61,7 @@ def test_ttl_state_with_event_time_timers_program() -> None:
 def test_keyed_broadcast_process_function_applying_rules_program() -> None:
     """Orders against limits that come as broadcast rules, in whichever order the two inputs arrive:
     an order before its rule waits in keyed state until apply_to_keyed_state hands it over."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "broadcast_rules.py"), "--provider", "local"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = sorted(line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line[:3] in ("1> ", "2> "))
+    lines = _printed_records("broadcast_rules.py")
     limits = {"pens": 5, "ink": 10, "paper": 100}
     orders = [("pens", 3, 1), ("ink", 12, 2), ("pens", 9, 3), ("paper", 500, 4), ("ink", 4, 5), ("pens", 6, 6)]
     expected = [f"alert {i} order {n}: {a} > {limits[i]}" for i, a, n in orders if a > limits[i]]
@@ -109,10 +104,5 @@ def _window_reference() -> list[str]:
 
 
 def test_tumbling_sliding_session_and_count_windows_program() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "run", str(PROGRAMS / "window_kinds.py"), "--provider", "local"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = sorted(line.split("> ", 1)[1] for line in proc.stdout.splitlines() if line[:3] in ("1> ", "2> "))
+    lines = _printed_records("window_kinds.py")
     assert lines == sorted(_window_reference())

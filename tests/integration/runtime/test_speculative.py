@@ -16,8 +16,19 @@ pytestmark = pytest.mark.integration
 SLOW_S = 60.0  # every task on the slow TaskManager waits this long before it starts working
 
 
-def one_slow_task_manager() -> tuple[LocalProcessProvider, list[str]]:
-    """A provider whose first TaskManager is slow; the ids of the TaskManagers it started."""
+# speculation as soon as a subtask runs 1 s and twice as long as half of its siblings took
+SPECULATIVE = {
+    "execution.batch.speculative.enabled": "true",
+    "slow-task-detector.check-interval": "100 ms",
+    "slow-task-detector.execution-time.baseline-lower-bound": "1 s",
+    "slow-task-detector.execution-time.baseline-ratio": "0.5",
+}
+
+
+def cluster_with_one_slow_task_manager() -> tuple[MiniCluster, LocalProcessProvider, list[str]]:
+    """Two local TaskManagers (1 slot each), the first one slow, both up before any job (else a fast
+    first TaskManager may run both sources one after the other before the slow one registered);
+    the cluster, its provider and the ids of the TaskManagers it started."""
     provider = LocalProcessProvider(log_level="WARNING")
     started: list[str] = []
 
@@ -26,23 +37,17 @@ def one_slow_task_manager() -> tuple[LocalProcessProvider, list[str]]:
         return cfg.model_copy(update={"testing_task_delay_s": SLOW_S}) if len(started) == 1 else cfg
 
     provider.configure = configure
-    return provider, started
+    cluster = MiniCluster(MiniClusterConfig(slots_per_task_manager=1, initial_task_managers=2), provider=provider).start()
+    cluster.wait_for_task_managers(2)
+    return cluster, provider, started
 
 
 @pytest.mark.parametrize("block", ["1 min", "0 s"], ids=["slow-node-blocked", "not-blocked"])
 def test_a_slow_task_manager_gets_speculative_attempts_and_the_output_is_exactly_once(tmp_path: Path, block: str) -> None:
-    provider, started = one_slow_task_manager()
-    # both TaskManagers up before the job: each source subtask gets one (else a fast first TaskManager
-    # may run both sources one after the other before the slow one registered)
-    cluster = MiniCluster(MiniClusterConfig(slots_per_task_manager=1, initial_task_managers=2), provider=provider).start()
-    cluster.wait_for_task_managers(2)
+    cluster, _provider, started = cluster_with_one_slow_task_manager()
     try:
-        env = batch_env(tmp_path, 2, **{
-            "execution.batch.speculative.enabled": "true",
+        env = batch_env(tmp_path, 2, **SPECULATIVE, **{
             "execution.batch.speculative.block-slow-node-duration": block,
-            "slow-task-detector.check-interval": "100 ms",
-            "slow-task-detector.execution-time.baseline-lower-bound": "1 s",
-            "slow-task-detector.execution-time.baseline-ratio": "0.5",
             # the window stage at parallelism 2 as well (adaptive batch would give this small input 1)
             "execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb",
         })
@@ -92,19 +97,10 @@ def test_losing_the_slow_task_manager_during_speculation_fails_nothing_over(tmp_
     from runtime.rpc import messages as m
     from tests.integration.runtime.test_batch import read_windowed_sum
 
-    provider, started = one_slow_task_manager()
-    # both TaskManagers up before the job: each source subtask gets one (else a fast first TaskManager
-    # may run both sources one after the other before the slow one registered)
-    cluster = MiniCluster(MiniClusterConfig(slots_per_task_manager=1, initial_task_managers=2), provider=provider).start()
-    cluster.wait_for_task_managers(2)
+    cluster, provider, started = cluster_with_one_slow_task_manager()
     try:
-        env = batch_env(tmp_path, 2, **{
-            "execution.batch.speculative.enabled": "true",
-            "slow-task-detector.check-interval": "100 ms",
-            "slow-task-detector.execution-time.baseline-lower-bound": "1 s",
-            "slow-task-detector.execution-time.baseline-ratio": "0.5",
-            "restart-strategy.type": "fixed-delay",  # a failover would be allowed: it must not happen
-        })
+        # a failover would be allowed: it must not happen
+        env = batch_env(tmp_path, 2, **SPECULATIVE, **{"restart-strategy.type": "fixed-delay"})
         n, out = 40_000, str(tmp_path / "out")
         windowed_sum.build(env, n, out)
         client = cluster.submit(env.get_job_graph("windowed_sum"))
