@@ -391,7 +391,24 @@ class Evictor(abc.ABC, Generic[T, W]):
     def evict_after(self, elements: list[TimestampedValue], size: int, window: W, evictor_context: Any) -> None: ...
 
 
-class CountEvictor(Evictor[Any, Window]):
+class _BeforeOrAfterEvictor(Evictor[Any, Window]):
+    """Flink's built-in evictors: one rule, applied before the function or (do_evict_after) after it."""
+
+    do_evict_after = False
+
+    def _evict(self, elements: list[TimestampedValue], size: int) -> None:
+        raise NotImplementedError
+
+    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if not self.do_evict_after:
+            self._evict(elements, size)
+
+    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
+        if self.do_evict_after:
+            self._evict(elements, size)
+
+
+class CountEvictor(_BeforeOrAfterEvictor):
     """Keeps the last `max_count` elements (Flink's CountEvictor)."""
 
     def __init__(self, max_count: int, do_evict_after: bool = False) -> None:
@@ -407,16 +424,8 @@ class CountEvictor(Evictor[Any, Window]):
         if size > self.max_count:
             del elements[: size - self.max_count]
 
-    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
-        if not self.do_evict_after:
-            self._evict(elements, size)
 
-    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
-        if self.do_evict_after:
-            self._evict(elements, size)
-
-
-class TimeEvictor(Evictor[Any, Window]):
+class TimeEvictor(_BeforeOrAfterEvictor):
     """Keeps elements newer than the newest one's timestamp minus `window_size` (Flink's TimeEvictor)."""
 
     def __init__(self, window_size_ms: int, do_evict_after: bool = False) -> None:
@@ -428,23 +437,16 @@ class TimeEvictor(Evictor[Any, Window]):
     def of(window_time: Any, do_evict_after: bool = False) -> "TimeEvictor":
         return TimeEvictor(to_milliseconds(window_time), do_evict_after)
 
-    def _evict(self, elements: list[TimestampedValue]) -> None:
+    def _evict(self, elements: list[TimestampedValue], size: int) -> None:
         stamped = [e.timestamp for e in elements if e.timestamp is not None]
         if not stamped:
             return
         cut = max(stamped) - self.window_size_ms
         elements[:] = [e for e in elements if e.timestamp is None or e.timestamp > cut]
 
-    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
-        if not self.do_evict_after:
-            self._evict(elements)
-
-    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
-        if self.do_evict_after:
-            self._evict(elements)
 
 
-class DeltaEvictor(Evictor[Any, Window]):
+class DeltaEvictor(_BeforeOrAfterEvictor):
     """Removes elements whose delta to the newest element is >= `threshold` (Flink's DeltaEvictor)."""
 
     def __init__(self, threshold: float, delta_function: Callable[[Any, Any], float], do_evict_after: bool = False) -> None:
@@ -455,19 +457,12 @@ class DeltaEvictor(Evictor[Any, Window]):
         fn = delta_function.get_delta if hasattr(delta_function, "get_delta") else delta_function
         return DeltaEvictor(threshold, fn, do_evict_after)
 
-    def _evict(self, elements: list[TimestampedValue]) -> None:
+    def _evict(self, elements: list[TimestampedValue], size: int) -> None:
         if not elements:
             return
         last = elements[-1].value
         elements[:] = [e for e in elements if self.delta_function(e.value, last) < self.threshold]
 
-    def evict_before(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
-        if not self.do_evict_after:
-            self._evict(elements)
-
-    def evict_after(self, elements: list[TimestampedValue], size: int, window: Window, evictor_context: Any) -> None:
-        if self.do_evict_after:
-            self._evict(elements)
 
 
 class WindowAssigner(abc.ABC, Generic[T, W]):
