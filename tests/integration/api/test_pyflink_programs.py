@@ -51,7 +51,7 @@ def test_side_outputs_program() -> None:
 
 
 def test_ttl_state_with_event_time_timers_program() -> None:
-    """Counts live 1 s after their last write: the 3 s pause expires what came before it (Flink's semantics:
+    """Counts live 2 s after their last write: the 4 s pause expires what came before it (Flink's semantics:
     NeverReturnExpired, OnCreateAndWrite), and the timers at the end read what is still alive."""
     lines = [line for line in _stdout_lines("ttl_counts.py") if line.startswith(("count ", "timer "))]
     assert lines[:6] == ["count a 1", "count b 1", "count a 2", "count pause 1", "count a 1", "count a 2"]

@@ -1,5 +1,5 @@
 """A PyFlink-style program (only the imports say runtime.api instead of pyflink): a keyed count whose
-state expires 1 s after its last write, and an event-time timer per key reading it at the end."""
+state expires 2 s after its last write, and an event-time timer per key reading it at the end."""
 import time
 
 from runtime.api.common import Time, Types, WatermarkStrategy
@@ -11,7 +11,7 @@ from runtime.api.datastream.state import StateTtlConfig, ValueStateDescriptor
 class CountWithTtl(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext):
         ttl_config = StateTtlConfig \
-            .new_builder(Time.seconds(1)) \
+            .new_builder(Time.seconds(2)) \
             .set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite) \
             .set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired) \
             .build()
@@ -21,7 +21,7 @@ class CountWithTtl(KeyedProcessFunction):
 
     def process_element(self, value, ctx: 'KeyedProcessFunction.Context'):
         if value[0] == 'pause':
-            time.sleep(3)  # every count written before this has expired after it
+            time.sleep(4)  # every count written before this has expired after it
         current = (self.count.value() or 0) + 1
         self.count.update(current)
         ctx.timer_service().register_event_time_timer(10_000)
