@@ -237,7 +237,7 @@ class TaskExecutor(RpcEndpoint):
             # a lost terminal report would leave the JobMaster waiting for this attempt: retry it
             attempts = 4 if update.state.is_terminal else 1
             if update.state.is_terminal and self.stdout is not None:
-                self.stdout.forward()  # what the task printed reaches the JobManager before its end
+                self.stdout.forward(10.0)  # what the task printed reaches the JobManager before its end
             for i in range(attempts):
                 try:
                     jm.call_sync("update_task_execution_state", update, timeout=30)

@@ -203,10 +203,6 @@ class BroadcastProcessOperator(StreamOperator):
             for tag_id, (vals, tss) in sides.items():
                 emit_objects(lambda b, t=tag_id: self.output.emit_side(t, b), vals, tss)  # type: ignore[union-attr]
 
-    @property
-    def current_watermark(self) -> int:
-        return self._current_watermark
-
 
 def _collect(op: Any, results: Iterable[Any] | None, ts: int | None) -> None:
     if results is None:
@@ -287,10 +283,6 @@ class KeyedBroadcastProcessOperator(AbstractKeyedProcessOperator):
             ctx._ts = ts
             self.collect_all(self.function.process_broadcast_element(v, ctx), ts)
         self.flush_output()
-
-    @property
-    def current_watermark(self) -> int:
-        return self._current_watermark
 
 
 __all__ = ["BroadcastProcessOperator", "KeyedBroadcastProcessOperator", "BroadcastState", "ReadOnlyBroadcastState", "TimeDomain"]
