@@ -42,10 +42,24 @@ class KeyExtractor:
         return [fn(r) for r in batch.rows()]
 
     def key_groups(self, batch: RecordBatch, max_parallelism: int) -> np.ndarray:
-        keys = self.keys(batch)
-        if isinstance(keys, np.ndarray) and keys.dtype.kind in "iub":
-            return assign_to_key_groups(keys, max_parallelism)
-        seq = keys.tolist() if isinstance(keys, np.ndarray) else keys
-        return np.fromiter(
-            (assign_to_key_group(k, max_parallelism) for k in seq), dtype=np.int64, count=len(seq)
-        )
+        return key_groups_of(self.keys(batch), max_parallelism)
+
+
+def int_key_array(keys: list[Any]) -> np.ndarray | None:
+    """`keys` as an int64 array when every key is a Python int that fits (then the key groups can be
+    computed vectorized: stable_hash of an int is the same on both paths), else None."""
+    if not keys or set(map(type, keys)) != {int}:
+        return None
+    try:
+        return np.array(keys, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def key_groups_of(keys: np.ndarray | list[Any], max_parallelism: int) -> np.ndarray:
+    """The key group of every key (vectorized for integer keys)."""
+    arr = keys if isinstance(keys, np.ndarray) else int_key_array(keys)
+    if arr is not None and arr.dtype.kind in "iub":
+        return assign_to_key_groups(arr, max_parallelism)
+    seq = keys.tolist() if isinstance(keys, np.ndarray) else keys
+    return np.fromiter((assign_to_key_group(k, max_parallelism) for k in seq), dtype=np.int64, count=len(seq))

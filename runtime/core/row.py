@@ -1,6 +1,7 @@
 """Row: PyFlink's Row, a tuple-like record with optional field names."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterable
 
 _INDEX: dict[tuple[str, ...], dict[str, int]] = {}
@@ -16,24 +17,77 @@ def _index_of(fields: tuple[str, ...]) -> dict[str, int]:
     return idx
 
 
+_NAMED: dict[tuple[str, ...], type] = {}
+_values_of = operator.attrgetter("_values")
+
+
+def _field_getter(i: int) -> Any:
+    def get(self: "Row") -> Any:
+        return self._values[i]
+
+    return get
+
+
+def _named_class(fields: tuple[str, ...]) -> type:
+    """A Row subclass for one tuple of field names, with a property per field.
+
+    Attribute access (`row.user_id`) is the per-record path's hottest operation; a property is one
+    call, where `__getattr__` runs only after the normal lookup has failed. Names that are Row's
+    own attributes (methods win, as in PyFlink) or private stay with `__getattr__`/`row["name"]`.
+    """
+    cls = _NAMED.get(fields)
+    if cls is None:
+        if len(_NAMED) > 10000:  # bound the cache for programs that invent field names
+            _NAMED.clear()
+        props = {n: property(_field_getter(i)) for i, n in enumerate(fields) if not n.startswith("_") and not hasattr(Row, n)}
+        cls = _NAMED[fields] = type("Row", (Row,), {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, **props})
+    return cls
+
+
+def is_plain_row(obj: Any) -> bool:
+    """A Row and not a user's subclass of it (named Rows are instances of per-field-names subclasses)."""
+    t = type(obj)
+    return t is Row or t.__dict__.get("_named_row", False)
+
+
+def named_row_columns(rows: list[Any]) -> dict[str, list[Any]] | None:
+    """{field name: column} when `rows` are named Rows that all have the same field names, else None."""
+    if not rows:
+        return None
+    types = set(map(type, rows))
+    if len(types) != 1:
+        return None
+    t = types.pop()
+    if not t.__dict__.get("_named_row", False):
+        return None
+    fields = rows[0]._fields
+    if set(map(len, map(_values_of, rows))) != {len(fields)}:  # Row.of takes any values: never truncate
+        return None
+    return dict(zip(fields, map(list, zip(*map(_values_of, rows)))))
+
+
 class Row:
     """`Row(1, "a")` or `Row(id=1, name="a")`; fields by index, by name, or as attributes."""
 
     __slots__ = ("_values", "_fields")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if args and kwargs:
-            raise ValueError("Row takes positional or named fields, not both")
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Row":
         if kwargs:
-            self._fields: tuple[str, ...] | None = tuple(kwargs)
-            self._values = list(kwargs.values())
+            if args:
+                raise ValueError("Row takes positional or named fields, not both")
+            fields = tuple(kwargs)
+            row = object.__new__(_named_class(fields) if cls is Row else cls)
+            row._fields = fields
+            row._values = list(kwargs.values())
         else:
-            self._fields = None
-            self._values = list(args)
+            row = object.__new__(cls)
+            row._fields = None
+            row._values = list(args)
+        return row
 
     @classmethod
     def of(cls, fields: tuple[str, ...] | None, values: Iterable[Any]) -> "Row":
-        row = cls.__new__(cls)
+        row = object.__new__(_named_class(fields) if fields is not None and cls is Row else cls)
         row._fields = fields
         row._values = list(values)
         return row
@@ -66,6 +120,8 @@ class Row:
         raise AttributeError(f"Row has no field {name!r}")
 
     def __getitem__(self, item: int | str | slice) -> Any:
+        if item.__class__ is int:
+            return self._values[item]
         if isinstance(item, str):
             i = None if self._fields is None else _index_of(self._fields).get(item)
             if i is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from runtime.core.gc_pause import gc_paused
 from runtime.api.datastream.state import (
@@ -164,6 +164,15 @@ class _KvState:
         kg, key = self._kk()
         self._table.remove(kg, key, self._ns)
 
+    # Explicit (key group, key, namespace) access for the window operator's per-record loop, which
+    # knows all three: one call instead of setting the backend's key and this state's namespace.
+    def raw_at(self, kg: int, key: Any, ns: Any) -> Any:
+        """The stored value (a list, the reduced value or the accumulator), or None."""
+        return self._table.get(kg, key, ns)
+
+    def clear_at(self, kg: int, key: Any, ns: Any) -> None:
+        self._table.remove(kg, key, ns)
+
     # merging (Flink: InternalMergingState.mergeNamespaces)
     def _merge_values(self, a: Any, b: Any) -> Any:
         raise StateError(f"state {self._table.name!r} of kind {self._table.kind} cannot be merged")
@@ -217,6 +226,11 @@ class KvListState(_KvState, ListState):
         kg, key = self._kk()
         self._table.list_add_all(kg, key, self._ns, list(values))
 
+    def add_at(self, kg: int, key: Any, ns: Any, value: Any) -> None:
+        if value is None:
+            raise StateError(f"list state {self._table.name!r}: cannot add None")
+        self._table.list_add(kg, key, ns, value)
+
     def update(self, values: list[Any]) -> None:
         kg, key = self._kk()
         values = list(values)
@@ -242,8 +256,12 @@ class KvReducingState(_KvState, ReducingState):
 
     def add(self, value: Any) -> None:
         kg, key = self._kk()
-        cur = self._table.get(kg, key, self._ns)
-        self._table.put(kg, key, self._ns, value if cur is None else self._reduce(cur, value))
+        self.add_at(kg, key, self._ns, value)
+
+    def add_at(self, kg: int, key: Any, ns: Any, value: Any) -> None:
+        table = self._table
+        cur = table.get(kg, key, ns)
+        table.put(kg, key, ns, value if cur is None else self._reduce(cur, value))
 
     def _merge_values(self, a: Any, b: Any) -> Any:
         return self._reduce(a, b)
@@ -267,10 +285,14 @@ class KvAggregatingState(_KvState, AggregatingState):
 
     def add(self, value: Any) -> None:
         kg, key = self._kk()
-        acc = self._table.get(kg, key, self._ns)
+        self.add_at(kg, key, self._ns, value)
+
+    def add_at(self, kg: int, key: Any, ns: Any, value: Any) -> None:
+        table, agg = self._table, self._agg
+        acc = table.get(kg, key, ns)
         if acc is None:
-            acc = self._agg.create_accumulator()
-        self._table.put(kg, key, self._ns, self._agg.add(value, acc))
+            acc = agg.create_accumulator()
+        table.put(kg, key, ns, agg.add(value, acc))
 
     def _merge_values(self, a: Any, b: Any) -> Any:
         return self._agg.merge(a, b)
@@ -357,6 +379,13 @@ class KeyedStateBackend(abc.ABC):
             )
         self._current_key = key
         self._current_kg = key_group
+
+    def check_key_groups(self, keys: Sequence[Any], key_groups: Sequence[int]) -> None:
+        """What set_current_key_and_group checks, for a batch of keys at once."""
+        rng = self.key_group_range
+        if key_groups and not (rng.start <= min(key_groups) and max(key_groups) <= rng.end):
+            for key, kg in zip(keys, key_groups):
+                self.set_current_key_and_group(key, kg)  # raises for the first key outside the range
 
     def get_current_key(self) -> Any:
         return self._current_key

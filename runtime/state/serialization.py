@@ -12,7 +12,7 @@ import pickle
 import struct
 from typing import Any
 
-from runtime.core.row import Row
+from runtime.core.row import Row, is_plain_row
 
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
@@ -52,7 +52,7 @@ def _enc(obj: Any, out: bytearray) -> None:
         out += _U32.pack(len(obj))
         for v in obj:
             _enc(v, out)
-    elif type(obj) is Row:
+    elif is_plain_row(obj):
         out += b"R"
         _enc(obj.field_names, out)
         _enc(tuple(obj._values), out)

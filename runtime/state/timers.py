@@ -11,17 +11,15 @@ timestamp) of kind "timer" under the state names "__timers__/<service>/event" an
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.records import MIN_TIMESTAMP
 from runtime.state.backend import TIMER_KIND, KeyedStateBackend, StateError
 
 
-@dataclass(frozen=True, slots=True)
-class InternalTimer:
-    """Flink: TimerHeapInternalTimer."""
+class InternalTimer(NamedTuple):
+    """Flink: TimerHeapInternalTimer. A NamedTuple: one is made per firing timer (often one per record)."""
 
     timestamp: int
     key: Any
@@ -36,62 +34,87 @@ class Triggerable(Protocol):
     def on_processing_time(self, timer: InternalTimer) -> None: ...
 
 
-class _TimerQueue:
-    """Priority queue with dedup and O(log n) lazy deletion."""
+_GONE = object()
 
-    __slots__ = ("heap", "live", "_seq")
+
+class _TimerQueue:
+    """Timers bucketed by timestamp: a heap of distinct timestamps, and per timestamp an
+    insertion-ordered dict (key, namespace) -> key group.
+
+    Firing order is Flink's: timestamp order, ties in registration order. Windows register one
+    timer per (key, window) at the same timestamp (the window's end), so the heap holds a few
+    timestamps instead of one entry per timer, and duplicates and deletions are dict operations.
+    """
+
+    __slots__ = ("heap", "buckets")
 
     def __init__(self) -> None:
-        # heap entries: (timestamp, seq, key_group, key, namespace); seq makes ties FIFO and
-        # means keys/namespaces are never compared.
-        self.heap: list[tuple[int, int, int, Any, Any]] = []
-        self.live: dict[tuple[Any, Any, int], int] = {}  # (key, ns, ts) -> seq of the live entry
-        self._seq = 0
+        self.heap: list[int] = []  # distinct timestamps with a bucket (a bucket may be empty)
+        self.buckets: dict[int, dict[tuple[Any, Any], int]] = {}
 
     def add(self, kg: int, key: Any, ns: Any, ts: int) -> bool:
-        ident = (key, ns, ts)
-        if ident in self.live:
+        bucket = self.buckets.get(ts)
+        if bucket is None:
+            bucket = self.buckets[ts] = {}
+            heapq.heappush(self.heap, ts)
+        ident = (key, ns)
+        if ident in bucket:
             return False
-        self._seq += 1
-        self.live[ident] = self._seq
-        heapq.heappush(self.heap, (ts, self._seq, kg, key, ns))
+        bucket[ident] = kg
         return True
 
     def delete(self, key: Any, ns: Any, ts: int) -> None:
-        self.live.pop((key, ns, ts), None)
-
-    def _drop_dead(self) -> None:
-        heap, live = self.heap, self.live
-        while heap:
-            ts, seq, _, key, ns = heap[0]
-            if live.get((key, ns, ts)) == seq:
-                return
-            heapq.heappop(heap)
+        bucket = self.buckets.get(ts)
+        if bucket is not None:
+            bucket.pop((key, ns), None)
 
     def peek_ts(self) -> int | None:
-        self._drop_dead()
-        return self.heap[0][0] if self.heap else None
+        heap, buckets = self.heap, self.buckets
+        while heap:
+            ts = heap[0]
+            if buckets[ts]:
+                return ts
+            heapq.heappop(heap)
+            del buckets[ts]
+        return None
 
-    def pop_if_le(self, t: int) -> tuple[int, int, Any, Any] | None:
-        self._drop_dead()
-        if not self.heap or self.heap[0][0] > t:
-            return None
-        ts, _, kg, key, ns = heapq.heappop(self.heap)
-        del self.live[(key, ns, ts)]
-        return ts, kg, key, ns
+    def fire_until(self, t: int, fire: Callable[[int, int, Any, Any], None]) -> bool:
+        """fire(ts, kg, key, ns) for every timer <= t in order, each removed before it fires;
+        timers registered or deleted meanwhile are honoured. Whether any fired."""
+        heap, buckets = self.heap, self.buckets
+        fired = False
+        while heap and heap[0] <= t:
+            ts = heap[0]
+            bucket = buckets[ts]
+            while bucket:
+                for ident in list(bucket):
+                    kg = bucket.pop(ident, _GONE)
+                    if kg is _GONE:
+                        continue  # deleted by an earlier timer of this round
+                    fired = True
+                    fire(ts, kg, ident[0], ident[1])
+                    if heap[0] < ts:
+                        break  # an earlier timer was registered: it goes first
+                else:
+                    continue
+                break
+            if heap[0] == ts and not bucket:
+                heapq.heappop(heap)
+                del buckets[ts]
+        return fired
 
     def __len__(self) -> int:
-        return len(self.live)
+        return sum(map(len, self.buckets.values()))
 
     def pin(self) -> Callable[[], dict[int, list[tuple[Any, Any, int]]]]:
-        """Copy the heap and the live set now (C speed); the supplier keeps the live timers of the
-        copy, in firing order, as {key group: [(key, namespace, timestamp)]}."""
-        heap, live = list(self.heap), self.live.copy()
+        """Copy the buckets now (C speed); the supplier lists the copy's timers in firing order
+        as {key group: [(key, namespace, timestamp)]}."""
+        pinned = {ts: b.copy() for ts, b in self.buckets.items() if b}
 
         def supplier() -> dict[int, list[tuple[Any, Any, int]]]:
             out: dict[int, list[tuple[Any, Any, int]]] = {}
-            for ts, seq, kg, key, ns in sorted(heap):  # seq is unique: keys are never compared
-                if live.get((key, ns, ts)) == seq:
+            for ts in sorted(pinned):
+                for (key, ns), kg in pinned[ts].items():
                     out.setdefault(kg, []).append((key, ns, ts))
             return out
 
@@ -140,6 +163,10 @@ class InternalTimerService:
         kg, key = self._current()
         self._event.add(kg, key, namespace, int(timestamp))
 
+    def register_event_time_timer_at(self, key_group: int, key: Any, namespace: Any, timestamp: int) -> None:
+        """For a key the caller names (with its key group) instead of the backend's current key."""
+        self._event.add(key_group, key, namespace, timestamp)
+
     def delete_event_time_timer(self, namespace: Any, timestamp: int) -> None:
         self._event.delete(self._backend.get_current_key(), namespace, int(timestamp))
 
@@ -163,14 +190,15 @@ class InternalTimerService:
     def advance_watermark(self, timestamp: int) -> None:
         """Fire every event-time timer <= timestamp (timers they register included)."""
         self._watermark = timestamp
-        backend, q, trig = self._backend, self._event, self._triggerable
-        while True:
-            t = q.pop_if_le(timestamp)
-            if t is None:
-                return
-            ts, kg, key, ns = t
-            backend.set_current_key_and_group(key, kg)
-            trig.on_event_time(InternalTimer(ts, key, ns))
+        self._event.fire_until(timestamp, self._fire_event_time)
+
+    def _fire_event_time(self, ts: int, kg: int, key: Any, ns: Any) -> None:
+        self._backend.set_current_key_and_group(key, kg)
+        self._triggerable.on_event_time(InternalTimer(ts, key, ns))
+
+    def _fire_processing_time(self, ts: int, kg: int, key: Any, ns: Any) -> None:
+        self._backend.set_current_key_and_group(key, kg)
+        self._triggerable.on_processing_time(InternalTimer(ts, key, ns))
 
     def _ensure_physical_timer(self, ts: int) -> None:
         # one physical timer at the earliest due time is enough (Flink: nextTimer)
@@ -185,16 +213,8 @@ class InternalTimerService:
         # fire everything due by the clock now, not only by the physical timer's time: a late
         # callback then makes one firing round (one output batch) instead of several
         due = max(time, self.current_processing_time())
-        backend, q, trig = self._backend, self._processing, self._triggerable
-        fired = False
-        while True:
-            t = q.pop_if_le(due)
-            if t is None:
-                break
-            fired = True
-            ts, kg, key, ns = t
-            backend.set_current_key_and_group(key, kg)
-            trig.on_processing_time(InternalTimer(ts, key, ns))
+        q = self._processing
+        fired = q.fire_until(due, self._fire_processing_time)
         nxt = q.peek_ts()
         if nxt is not None:
             self._ensure_physical_timer(nxt)

@@ -33,7 +33,7 @@ from runtime.api.operators.base import StreamOperator
 from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.errors import InvalidProgramError, StorageError
 from runtime.core.records import ColumnBatch, RecordBatch
-from runtime.core.row import Row
+from runtime.core.row import Row, named_row_columns
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,13 @@ def batch_to_arrow(batch: RecordBatch, schema: Any) -> Any:
             table = table.select(schema.names).cast(schema, safe=False)  # ns -> us truncates
         return table
     names = None if schema is None else schema.names
-    dicts = [_as_dict(r, names) for r in batch.rows()]
+    rows = batch.rows()
+    columns = named_row_columns(rows)
+    if columns is not None:  # Rows with the same field names: transposed in C, no dict per row
+        if names is not None:
+            columns = {n: columns.get(n) or [None] * len(rows) for n in names}
+        return pa.Table.from_pydict(columns, schema=schema)
+    dicts = [_as_dict(r, names) for r in rows]
     return pa.Table.from_pylist(dicts, schema=schema)
 
 

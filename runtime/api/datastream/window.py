@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import datetime
 import enum
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
 
@@ -34,17 +35,31 @@ def to_milliseconds(duration: Any) -> int:
 
 # --------------------------------------------------------------------------- windows
 class Window(abc.ABC):
+    __slots__ = ()
+
     @abc.abstractmethod
     def max_timestamp(self) -> int:
         """The largest timestamp that still belongs to this window."""
 
 
-@dataclass(frozen=True, slots=True)
-class TimeWindow(Window):
-    """Flink: TimeWindow, the half-open interval [start, end)."""
+class TimeWindow(tuple, Window):
+    """Flink: TimeWindow, the half-open interval [start, end).
 
-    start: int
-    end: int
+    A tuple (start, end) underneath: windows are the namespaces of keyed state and timers, hashed
+    and compared several times per record, which a tuple does in C (a dataclass's __hash__/__eq__
+    are Python calls). Like a namedtuple it equals the plain tuple (start, end).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, start: int, end: int) -> "TimeWindow":
+        return tuple.__new__(cls, (start, end))
+
+    start = property(operator.itemgetter(0), doc="first timestamp in the window")
+    end = property(operator.itemgetter(1), doc="first timestamp after the window")
+
+    def __getnewargs__(self) -> tuple[int, int]:  # pickle: TimeWindow(start, end)
+        return (self[0], self[1])
 
     def max_timestamp(self) -> int:
         return self.end - 1

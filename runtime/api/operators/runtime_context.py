@@ -16,7 +16,7 @@ import numpy as np
 from runtime.api.datastream.functions import Function, OutputTag, RuntimeContext
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import assign_to_key_groups
-from runtime.core.keys import KeyExtractor
+from runtime.core.keys import KeyExtractor, int_key_array
 from runtime.core.records import ObjectBatch, RecordBatch, Watermark
 from runtime.api.operators.base import OperatorContext, StreamOperator
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext, snapshot_is_canonical
@@ -174,11 +174,12 @@ class AbstractKeyedOperator(StreamOperator):
     def _keys_and_groups(self, extractor: KeyExtractor, batch: RecordBatch) -> tuple[list[Any], list[int] | None]:
         """Keys as Python values, plus key groups when they can be computed vectorized."""
         keys = extractor.keys(batch)
+        assert self.ctx is not None
         if isinstance(keys, np.ndarray):
-            assert self.ctx is not None
             kgs = assign_to_key_groups(keys, self.ctx.max_parallelism).tolist() if keys.dtype.kind in "iub" else None
             return keys.tolist(), kgs
-        return keys, None
+        ints = int_key_array(keys)  # Python int keys from a key selector: key groups vectorized too
+        return keys, (None if ints is None else assign_to_key_groups(ints, self.ctx.max_parallelism).tolist())
 
     # output ------------------------------------------------------------------------------
     def collect(self, value: Any, timestamp: int | None) -> None:

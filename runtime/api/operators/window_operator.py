@@ -29,17 +29,23 @@ from runtime.api.datastream.window import (
     EventTimeTrigger,
     MergingWindowAssigner,
     TimestampedValue,
+    TimeWindow,
     Trigger,
     TriggerResult,
+    TumblingEventTimeWindows,
     Window,
     WindowAssigner,
 )
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function
 from runtime.core.errors import InvalidProgramError, MillraceError
 from runtime.core.keys import KeyExtractor
-from runtime.core.records import MAX_TIMESTAMP, RecordBatch
+from runtime.core.keygroups import assign_to_key_group
+from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP, RecordBatch
 from runtime.state import VOID_NAMESPACE, KeyedStateBackend
+from runtime.state.backend import KvAggregatingState, KvListState, KvReducingState
 from runtime.state.timers import InternalTimer, InternalTimerService
+
+_FAST_CONTENTS = (KvAggregatingState, KvReducingState, KvListState)
 
 WINDOW_CONTENTS = "window-contents"
 MERGING_WINDOW_SET = "merging-window-set"
@@ -306,6 +312,12 @@ class WindowOperator(AbstractKeyedOperator):
             self._event_time and not self._merging and self.allowed_lateness == 0 and type(self.trigger) is EventTimeTrigger
             and self.evictor is None
         )
+        # ... and then, with Millrace's own state classes (no TTL wrapper), elements go straight to
+        # (key group, key, window) in the state table, a batch at a time
+        self._fast_batch = self._fast_event_time and type(self._contents) in _FAST_CONTENTS
+        self._agg_result = self._functions[0].get_result if self._kind == "aggregate" and self.evictor is None else None
+        # ProcessWindowFunction.clear is called per fired window only when the user overrides it
+        self._user_clear = self._user_fn_is_process and type(self._user_fn).clear is not ProcessWindowFunction.clear
         for fn in self._functions:
             if isinstance(fn, Function):
                 open_function(fn, self.runtime_context)
@@ -429,6 +441,9 @@ class WindowOperator(AbstractKeyedOperator):
         keys, kgs = self._keys_and_groups(self._key, batch)
         rows = batch.rows()
         tss = batch.timestamps.tolist() if batch.timestamps is not None else None
+        if self._fast_batch and tss is not None:
+            self._process_batch_fast(keys, kgs, rows, tss)
+            return
         for i, value in enumerate(rows):
             if kgs is not None:
                 backend.set_current_key_and_group(keys[i], kgs[i])
@@ -436,6 +451,56 @@ class WindowOperator(AbstractKeyedOperator):
                 backend.set_current_key(keys[i])
             self._process_element(value, tss[i] if tss is not None else None)
         if self._side_out:  # late elements for the late data side output
+            self.flush_output()
+        self.flush_output()
+
+    def _process_batch_fast(self, keys: list[Any], kgs: list[int] | None, rows: list[Any], tss: list[int]) -> None:
+        """`_process_element` for a whole batch in the fast event-time case: the same windows, state
+        and timers, with the key, key group and window passed explicitly (no per-record calls to
+        set the backend's key, the state's namespace or the trigger context)."""
+        backend = self.keyed_state_backend
+        assert backend is not None
+        if kgs is None:
+            kgs = [assign_to_key_group(k, backend.max_parallelism) for k in keys]
+        backend.check_key_groups(keys, kgs)
+        add = self._contents.add_at
+        register = self._timers.register_event_time_timer_at
+        wm = self._timers.current_watermark()
+        assigner = self.window_assigner
+        tumbling = type(assigner) is TumblingEventTimeWindows
+        size, offset = (assigner.size, assigner.offset) if tumbling else (0, 0)
+        windows_by_start: dict[int, TimeWindow] = {}  # one window object per start in this batch
+        late: list[tuple[Any, int]] = []
+        for value, key, kg, ts in zip(rows, keys, kgs, tss):
+            if tumbling and ts is not None and ts > MIN_TIMESTAMP:
+                start = ts - (ts - offset) % size
+                max_ts = start + size - 1
+                if max_ts <= wm:
+                    late.append((value, ts))
+                    continue
+                window = windows_by_start.get(start)
+                if window is None:
+                    window = windows_by_start[start] = TimeWindow(start, start + size)
+                add(kg, key, window, value)
+                register(kg, key, window, max_ts)
+                continue
+            skipped = True
+            for window in assigner.assign_windows(value, ts, self._actx):
+                max_ts = window.max_timestamp()
+                if max_ts <= wm:
+                    continue  # late (no allowed lateness)
+                skipped = False
+                add(kg, key, window, value)
+                register(kg, key, window, max_ts)
+            if skipped:
+                late.append((value, ts))
+        for value, ts in late:
+            if self._is_element_late(ts):
+                if self.late_data_tag is not None:  # Flink: sideOutput(element) with lateDataOutputTag
+                    self.collect_side(self.late_data_tag, value, ts)
+                else:
+                    self.num_late_records_dropped += 1  # Flink: numLateRecordsDropped
+        if late and self._side_out:
             self.flush_output()
         self.flush_output()
 
@@ -503,6 +568,22 @@ class WindowOperator(AbstractKeyedOperator):
     def _on_timer(self, timer: InternalTimer, event_time: bool) -> None:
         tctx, contents = self._tctx, self._contents
         window = timer.namespace
+        if self._fast_batch and event_time:
+            # EventTimeTrigger fires at max_timestamp, which is also the cleanup time
+            backend = self.keyed_state_backend
+            kg, key = backend._current_kg, timer.key
+            c = contents.raw_at(kg, key, window)
+            if c is not None and (c or self._kind != "process"):
+                agg_result = self._agg_result
+                if agg_result is not None:
+                    c = agg_result(c)
+                self._pctx._window = window
+                self.collect_all(self._call_fn(key, window, self._pctx, c if self._kind == "process" else [c]), window.max_timestamp())
+                contents.clear_at(kg, key, window)
+            if self._user_clear:
+                self._pctx._window = window
+                self._user_fn.clear(self._pctx)
+            return
         if self._fast_event_time and event_time:
             # EventTimeTrigger fires at max_timestamp, which is also the cleanup time
             contents.set_current_namespace(window)

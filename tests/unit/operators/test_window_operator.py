@@ -352,6 +352,35 @@ def test_process_window_function_state_and_clear():
     assert list(op.keyed_state_backend.get_keys_and_namespaces("fires")) == []
 
 
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_batch_path_sends_late_elements_aside_and_clears_windows(backend):
+    """Event-time tumbling windows with the default trigger take the batch path: late elements go to
+    the late-data side output, and a user's ProcessWindowFunction.clear runs for every fired window."""
+    cleared = []
+
+    class Sizes(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            seen = context.window_state().get_state(ValueStateDescriptor("seen"))
+            seen.update(len(list(elements)))
+            yield (key, context.window().start, seen.value())
+
+        def clear(self, context):
+            cleared.append((context.window().start, context.window_state().get_state(ValueStateDescriptor("seen")).value()))
+            context.window_state().get_state(ValueStateDescriptor("seen")).clear()
+
+    op = WindowOperator(lambda r: r[0], TumblingEventTimeWindows.of(10), None, ("process", Sizes()), late_data_tag="late")
+    h = Harness(op, backend=backend)
+    assert op._fast_batch
+    h.process([("a", 1, 1), ("b", 1, 3), ("a", 2, 5)], [1, 3, 5])
+    h.watermark(9)
+    h.process([("a", 3, 4), ("a", 4, 12), ("b", 5, 9)], [4, 12, 9])  # 4 and 9 are late: [0, 10) fired
+    h.watermark(MAX_TIMESTAMP)
+    assert h.output.values() == [("a", 0, 2), ("b", 0, 1), ("a", 10, 1)]
+    assert [v for b in h.output.side["late"] for v in b.rows()] == [("a", 3, 4), ("b", 5, 9)]
+    assert cleared == [(0, 2), (0, 1), (10, 1)]
+    assert list(op.keyed_state_backend.get_keys_and_namespaces("seen")) == []
+
+
 def test_missing_timestamp_is_explained():
     h = Harness(WindowOperator(lambda r: r, TumblingEventTimeWindows.of(10), None, ("reduce", lambda a, b: a, None)))
     with pytest.raises(MillraceError, match="assign_timestamps_and_watermarks"):

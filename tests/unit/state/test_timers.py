@@ -68,6 +68,30 @@ def test_timers_registered_while_firing_fire_in_the_same_advance():
     assert svc.num_event_time_timers() == 1
 
 
+def test_firing_honours_timers_deleted_added_or_earlier_during_a_round():
+    """Timers of one timestamp fire as a bucket; what a firing timer changes still counts: a deleted
+    timer of the same round does not fire, an earlier one fires next, the same one again fires again."""
+    b, _, rec, svc, _ = make()
+    for key in "abcd":
+        b.set_current_key(key)
+        svc.register_event_time_timer(None, 20)
+
+    def act(timer):
+        if timer.key == "a" and timer.timestamp == 20:
+            b.set_current_key("c")
+            svc.delete_event_time_timer(None, 20)  # c's timer of this round: gone
+            b.set_current_key("z")
+            svc.register_event_time_timer(None, 15)  # earlier than the round: fires next
+        if timer.key == "b" and [f[2] for f in rec.fired].count("b") == 1:
+            svc.register_event_time_timer(None, 20)  # b again, same time: fires again, after d
+
+    rec.on_fire = act
+    svc.advance_watermark(30)
+    assert [(f[1], f[2]) for f in rec.fired] == [(20, "a"), (15, "z"), (20, "b"), (20, "d"), (20, "b")]
+    assert all(f[2] == f[4] for f in rec.fired)
+    assert svc.num_event_time_timers() == 0
+
+
 def test_processing_timers_use_one_physical_timer():
     b, pts, rec, svc, rounds = make()
     for key, ts in [("a", 100), ("b", 50), ("c", 200), ("a", 50)]:
