@@ -35,12 +35,16 @@ class TaskInterrupter:
         with self._lock:
             self._thread_id = threading.get_ident()
 
-    def interrupt(self) -> bool:
-        """Raise TaskInterruptedError in the task thread if it is inside the window; at most once."""
+    def interrupt(self, exc_type: type[BaseException] = TaskInterruptedError) -> bool:
+        """Raise `exc_type` in the task thread if it is inside the window; at most once.
+
+        CPython instantiates `exc_type` with no arguments in the target thread (the memory watchdog
+        sends a MemoryError subclass whose default message says why).
+        """
         with self._lock:
             if self._thread_id is None or self._sent:
                 return False
-            sent = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(TaskInterruptedError))
+            sent = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exc_type))
             self._sent = sent == 1
             return self._sent
 

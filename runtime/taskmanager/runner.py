@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from runtime.core.errors import ConfigurationError
 
 from runtime.rpc.messages import ResourceProfile
+from runtime.taskmanager.memory import TaskManagerMemoryConfig, start_watchdog
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class TaskManagerConfig(BaseModel):
     testing_task_delay_s: float = Field(0.0, ge=0)
     # what tasks print goes to the JobManager (the client's stdout when embedded; REST otherwise)
     forward_stdout: bool = True
+    memory: TaskManagerMemoryConfig = Field(default_factory=TaskManagerMemoryConfig)
 
 
 # imported inside connector/operator functions (kept out of the client's import path), loaded up front
@@ -80,6 +82,8 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
 
     parent = os.getppid()
     _preload_operator_modules()
+    # measured after the imports: raises ConfigurationError if the process alone exceeds the budget
+    watchdog = start_watchdog(cfg.tm_id, cfg.resource_profile, cfg.memory)
     rpc = RpcService(cfg.secret, cfg.tm_id, host=cfg.bind_host, listen=False).start()
     network = NetworkEnvironment(cfg.secret, cfg.tm_id, host=cfg.bind_host)
     network.start()
@@ -90,6 +94,7 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             rpc, cfg.tm_id, jm_peer, network, cfg.num_slots, cfg.resource_profile, cfg.spark_executor_id
         )
         te.task_start_delay_s = cfg.testing_task_delay_s
+        te.memory_watchdog = watchdog
         if cfg.forward_stdout:
             te.stdout = _forward_stdout(te, cfg.tm_id)
         te.start()
@@ -158,7 +163,12 @@ def main() -> None:
         level=cfg.log_level,
         format=f"%(asctime)s %(levelname)s [tm {cfg.tm_id}] %(name)s: %(message)s",
     )
-    cause = run_task_manager(cfg)
+    try:
+        cause = run_task_manager(cfg)
+    except ConfigurationError as e:
+        log.error("TaskManager %s cannot start: %s", cfg.tm_id, e)
+        logging.shutdown()
+        sys.exit(str(e))
     log.info("TaskManager %s exits: %s", cfg.tm_id, cause)
     logging.shutdown()
     _flush_std_streams()  # os._exit skips it: what user code printed would be lost

@@ -193,6 +193,13 @@ class Task:
         """Raise TaskInterruptedError in a cancelled task's thread still running user code (once)."""
         return self._canceled.is_set() and self._interrupter.interrupt()
 
+    def fail_with(self, exc_type: type[BaseException]) -> bool:
+        """Raise `exc_type` in the task's thread while it runs its processing loop (once): the task FAILS with it.
+
+        The memory watchdog's way to fail a task whose TaskManager is over its memory budget.
+        """
+        return self._interrupter.interrupt(exc_type)
+
     def _quietly(self, action: Callable[..., Any], *args: Any) -> None:
         """Clean-up on failure/cancel paths must go on: errors are logged, not raised."""
         try:

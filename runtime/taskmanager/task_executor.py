@@ -9,11 +9,13 @@ import threading
 import time
 from typing import Any
 
+from runtime.core.errors import MillraceError
 from runtime.core.states import SlotState
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskDeploymentDescriptor
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
+from runtime.taskmanager.memory import MemoryWatchdog, RunningTask
 from runtime.taskmanager.task import Task
 from runtime.taskmanager.task_slot_table import TaskSlotTable
 
@@ -52,7 +54,8 @@ class TaskExecutor(RpcEndpoint):
         self._attempts_by_allocation: dict[str, list[str]] = {}
         self.terminated = threading.Event()
         self.termination_cause = ""
-        self.fatal = False  # a task could not be stopped: the process must go
+        self.fatal = False  # the process must go: a task could not be stopped, or memory stayed over budget
+        self.memory_watchdog: MemoryWatchdog | None = None  # set by the runner: enforces the memory budget
         self._last_heartbeat = time.monotonic()
         self._heartbeat_timeout_s = 10.0
         self._heartbeat_interval_s = 1.0
@@ -70,6 +73,8 @@ class TaskExecutor(RpcEndpoint):
         await self._register()
         if not self.terminated.is_set():
             self._monitor = self.spawn(self._monitor_heartbeats())
+            if self.memory_watchdog is not None:
+                self.spawn(self._watch_memory(self.memory_watchdog))
 
     async def _register(self) -> None:
         """Register at the ResourceManager, retrying with exponential back-off (Flink: RetryingRegistration)."""
@@ -108,6 +113,15 @@ class TaskExecutor(RpcEndpoint):
             await asyncio.sleep(self._heartbeat_interval_s)
             if time.monotonic() - self._last_heartbeat > self._heartbeat_timeout_s:
                 self.terminate(f"no heartbeat from the ResourceManager for {self._heartbeat_timeout_s}s")
+
+    async def _watch_memory(self, watchdog: MemoryWatchdog) -> None:
+        while not self.terminated.is_set():
+            await asyncio.sleep(watchdog.config.check_interval_s)
+            running = [RunningTask(t.attempt_id, t.tdd.task_name_with_subtask, t.fail_with) for t in self.tasks.values()]
+            cause = watchdog.check(running)
+            if cause is not None:
+                self.fatal = True  # only the process's end gives the memory back (also in a reused Spark worker)
+                self.terminate(cause)
 
     async def on_stop(self) -> None:
         self._unsubscribe()
@@ -166,6 +180,12 @@ class TaskExecutor(RpcEndpoint):
 
     @rpc_method
     async def request_slot(self, msg: m.RequestSlot) -> m.Ack:
+        if self.memory_watchdog is not None and self.memory_watchdog.over_budget:
+            # the ResourceManager asks another TaskManager (or this one again once it recovered or was replaced)
+            raise MillraceError(
+                f"TaskManager {self.tm_id} is over its memory budget ({self.memory_watchdog.last_rss_mb:.0f} MB of "
+                f"{self.memory_watchdog.budget.total_mb} MB): it offers no slot until its memory is back under it"
+            )
         slot = self.slot_table.allocate(msg.allocation_id, msg.job_id)
         self._log("slot %d allocated to job %s (allocation %s)", slot.index, msg.job_id, msg.allocation_id)
         self.spawn(self._offer_slot(msg, slot.index))
