@@ -33,6 +33,7 @@ from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.deploy.program import run_program
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
+from runtime.taskmanager.memory import TaskManagerMemoryConfig
 
 log = logging.getLogger("millrace.cluster")
 
@@ -64,6 +65,7 @@ class ClusterConfig(BaseModel):
     )
     rpc_port: int = Field(0, ge=0, le=65535)
     log_level: str = "INFO"
+    task_manager_memory: TaskManagerMemoryConfig = Field(default_factory=TaskManagerMemoryConfig, description="TaskManager memory budgets (docs/memory.md)")
     result_grace_s: float = Field(10.0, description="per-job/application: how long the REST API outlives the work when nobody fetches the result")
     application: ApplicationSpec | None = None
 
@@ -142,6 +144,7 @@ class ClusterEntrypoint:
                 initial_task_managers=cfg.task_managers if session else 0,
                 min_task_managers=cfg.task_managers if session else 0,
                 idle_timeout_s=cfg.idle_timeout_s if session else None,
+                task_manager_memory=cfg.task_manager_memory,
             ),
             spark=self.spark,
         ).start()

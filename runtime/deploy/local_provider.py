@@ -10,6 +10,7 @@ import threading
 from typing import Callable
 
 from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
+from runtime.taskmanager.memory import TaskManagerMemoryConfig
 from runtime.taskmanager.runner import CONFIG_ENV, TaskManagerConfig
 
 log = logging.getLogger(__name__)
@@ -18,8 +19,9 @@ log = logging.getLogger(__name__)
 class LocalProcessProvider:
     name = "local processes"
 
-    def __init__(self, log_level: str = "INFO") -> None:
+    def __init__(self, log_level: str = "INFO", memory: TaskManagerMemoryConfig | None = None) -> None:
         self.log_level = log_level
+        self.memory = memory or TaskManagerMemoryConfig()  # each TaskManager's budget: its profile + this overhead
         self.command = [sys.executable, "-m", "runtime.taskmanager.runner"]  # reads its config from CONFIG_ENV
         self.processes: dict[str, subprocess.Popen] = {}
         self._reapers: list[threading.Thread] = []
@@ -34,7 +36,7 @@ class LocalProcessProvider:
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
         cfg = TaskManagerConfig(
             tm_id=tm_id, jobmanager_host=spec.jm_host, jobmanager_port=spec.jm_port, secret=spec.secret,
-            num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level,
+            num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level, memory=self.memory,
         )
         if self.configure is not None:
             cfg = self.configure(cfg)

@@ -23,6 +23,7 @@ from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 from runtime.rpc.auth import new_cluster_secret
 from runtime.rpc.service import RpcService
+from runtime.taskmanager.memory import TaskManagerMemoryConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ class MiniClusterConfig(BaseModel):
     max_task_manager_profile: m.ResourceProfile | None = Field(
         None, description="the largest TaskManager started for a slot sharing group's declared resources; a group "
         "asking for more fails its job. None: this machine's CPU count, half its memory as heap, a quarter as managed"
+    )
+    task_manager_memory: TaskManagerMemoryConfig = Field(
+        default_factory=TaskManagerMemoryConfig, description="each TaskManager's memory budget (its profile's task heap + "
+        "managed memory + framework overhead) and how it is enforced (docs/memory.md)"
     )
     start_retry_interval_s: float = Field(
         3.0, gt=0, description="wait after a TaskManager failed to start, doubled per failure in a row (Flink: resourcemanager.start-worker.retry-interval)"
@@ -92,11 +97,11 @@ class MiniCluster:
 
                 if self.spark is None:
                     raise ValueError("the Spark provider needs a SparkSession")
-                self.provider = SparkProvider(self.spark, log_level=cfg.tm_log_level)
+                self.provider = SparkProvider(self.spark, log_level=cfg.tm_log_level, memory=cfg.task_manager_memory)
             else:
                 from runtime.deploy.local_provider import LocalProcessProvider
 
-                self.provider = LocalProcessProvider(log_level=cfg.tm_log_level)
+                self.provider = LocalProcessProvider(log_level=cfg.tm_log_level, memory=cfg.task_manager_memory)
         self.rpc = RpcService(self.secret, f"jobmanager-{uuid.uuid4().hex[:8]}", host=cfg.host, port=cfg.port).start()
         self.resource_manager = ResourceManager(
             self.rpc,

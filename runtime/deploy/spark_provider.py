@@ -15,6 +15,7 @@ import threading
 from typing import Any, Iterator
 
 from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
+from runtime.taskmanager.memory import TaskManagerMemoryConfig
 from runtime.taskmanager.runner import TaskManagerConfig
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,11 @@ def task_cpus(cpu_cores: float) -> int:
 class SparkProvider:
     name = "Spark executors"
 
-    def __init__(self, spark: Any, log_level: str = "INFO") -> None:
+    def __init__(self, spark: Any, log_level: str = "INFO", memory: TaskManagerMemoryConfig | None = None) -> None:
         self.spark = spark
         self.sc = spark.sparkContext
         self.log_level = log_level
+        self.memory = memory or TaskManagerMemoryConfig()  # each TaskManager's budget: its profile + this overhead
         self.threads: dict[str, threading.Thread] = {}
         self.outcomes: dict[str, str] = {}
         self._reapers: list[threading.Thread] = []
@@ -88,7 +90,7 @@ class SparkProvider:
     def start_task_manager(self, tm_id: str, spec: TaskManagerSpec) -> None:
         cfg = TaskManagerConfig(
             tm_id=tm_id, jobmanager_host=spec.jm_host, jobmanager_port=spec.jm_port, secret=spec.secret,
-            num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level,
+            num_slots=spec.num_slots, resource_profile=spec.profile, log_level=self.log_level, memory=self.memory,
         )
         fn = functools.partial(_spark_task_main, cfg.model_dump_json())
         cpus = task_cpus(spec.profile.cpu_cores)
