@@ -40,7 +40,7 @@ def _named_class(fields: tuple[str, ...]) -> type:
         if len(_NAMED) > 10000:  # bound the cache for programs that invent field names
             _NAMED.clear()
         props = {n: property(_field_getter(i)) for i, n in enumerate(fields) if not n.startswith("_") and not hasattr(Row, n)}
-        cls = _NAMED[fields] = type("Row", (Row,), {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, **props})
+        cls = _NAMED[fields] = type("Row", (Row,), {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, "_row_fields": fields, **props})
     return cls
 
 
@@ -50,15 +50,42 @@ def is_plain_row(obj: Any) -> bool:
     return t is Row or t.__dict__.get("_named_row", False)
 
 
-def named_row_columns(rows: list[Any]) -> dict[str, list[Any]] | None:
-    """{field name: column} when `rows` are named Rows that all have the same field names, else None."""
-    if not rows:
+def named_row_class(rows: list[Any]) -> type | None:
+    """The class of `rows` when they are all named Rows with the same field names, else None."""
+    if len(rows) == 0:
         return None
     types = set(map(type, rows))
     if len(types) != 1:
         return None
     t = types.pop()
-    if not t.__dict__.get("_named_row", False):
+    return t if t.__dict__.get("_named_row", False) else None
+
+
+def named_rows(fields: tuple[str, ...], value_lists: list[list[Any]]) -> list["Row"]:
+    """Rows with these field names, one per value list (the lists are taken, not copied)."""
+    cls, new = _named_class(fields), object.__new__
+    out = []
+    for values in value_lists:
+        row = new(cls)
+        row._fields = fields
+        row._values = values
+        out.append(row)
+    return out
+
+
+def named_row_field(rows: list[Any], name: str) -> list[Any] | None:
+    """Field `name` of every row when `rows` are named Rows with the same field names (in C), else None."""
+    if named_row_class(rows) is None:
+        return None
+    fields = rows[0]._fields
+    if name not in fields or set(map(len, map(_values_of, rows))) != {len(fields)}:
+        return None
+    return list(map(operator.itemgetter(fields.index(name)), map(_values_of, rows)))
+
+
+def named_row_columns(rows: list[Any]) -> dict[str, list[Any]] | None:
+    """{field name: column} when `rows` are named Rows that all have the same field names, else None."""
+    if named_row_class(rows) is None:
         return None
     fields = rows[0]._fields
     if set(map(len, map(_values_of, rows))) != {len(fields)}:  # Row.of takes any values: never truncate
@@ -76,7 +103,10 @@ class Row:
             if args:
                 raise ValueError("Row takes positional or named fields, not both")
             fields = tuple(kwargs)
-            row = object.__new__(_named_class(fields) if cls is Row else cls)
+            if cls is Row:
+                cls = _NAMED.get(fields) or _named_class(fields)
+                fields = cls._row_fields  # one tuple of names shared by all rows of the class
+            row = object.__new__(cls)
             row._fields = fields
             row._values = list(kwargs.values())
         else:

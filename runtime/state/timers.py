@@ -27,7 +27,13 @@ class InternalTimer(NamedTuple):
 
 
 class Triggerable(Protocol):
-    """Flink: Triggerable: what an operator does when one of its timers fires."""
+    """Flink: Triggerable: what an operator does when one of its timers fires.
+
+    A triggerable may also have `on_event_time_bucket(timestamp, {(key, namespace): key group})`
+    (not None): then event-time timers are handed over a timestamp at once, removed from the queue
+    first, and it must fire them in order with the backend's key set to each timer's key. It may
+    only have it (see the window operator) while its firing registers and deletes no event-time timers.
+    """
 
     def on_event_time(self, timer: InternalTimer) -> None: ...
 
@@ -77,6 +83,17 @@ class _TimerQueue:
             heapq.heappop(heap)
             del buckets[ts]
         return None
+
+    def fire_buckets_until(self, t: int, fire_bucket: Callable[[int, dict[tuple[Any, Any], int]], None]) -> None:
+        """Hand over every timestamp's timers <= t at once, in order, as {(key, namespace): key group}
+        in registration order, removed from the queue first. Only for a triggerable whose firing
+        never registers or deletes timers of this queue."""
+        heap, buckets = self.heap, self.buckets
+        while heap and heap[0] <= t:
+            ts = heapq.heappop(heap)
+            bucket = buckets.pop(ts)
+            if bucket:
+                fire_bucket(ts, bucket)
 
     def fire_until(self, t: int, fire: Callable[[int, int, Any, Any], None]) -> bool:
         """fire(ts, kg, key, ns) for every timer <= t in order, each removed before it fires;
@@ -190,7 +207,11 @@ class InternalTimerService:
     def advance_watermark(self, timestamp: int) -> None:
         """Fire every event-time timer <= timestamp (timers they register included)."""
         self._watermark = timestamp
-        self._event.fire_until(timestamp, self._fire_event_time)
+        bulk = getattr(self._triggerable, "on_event_time_bucket", None)
+        if bulk is not None:
+            self._event.fire_buckets_until(timestamp, bulk)
+        else:
+            self._event.fire_until(timestamp, self._fire_event_time)
 
     def _fire_event_time(self, ts: int, kg: int, key: Any, ns: Any) -> None:
         self._backend.set_current_key_and_group(key, kg)

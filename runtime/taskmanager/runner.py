@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from runtime.core.errors import ConfigurationError
 
 from runtime.rpc.messages import ResourceProfile
+from runtime.taskmanager.gc_tuning import GcConfig, tune_gc
 from runtime.taskmanager.memory import TaskManagerMemoryConfig, start_watchdog
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class TaskManagerConfig(BaseModel):
     # what tasks print goes to the JobManager (the client's stdout when embedded; REST otherwise)
     forward_stdout: bool = True
     memory: TaskManagerMemoryConfig = Field(default_factory=TaskManagerMemoryConfig)
+    gc: GcConfig = Field(default_factory=GcConfig)
 
 
 # imported inside connector/operator functions (kept out of the client's import path), loaded up front
@@ -82,6 +84,7 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
 
     parent = os.getppid()
     _preload_operator_modules()
+    tune_gc(cfg.gc)
     # measured after the imports: raises ConfigurationError if the process alone exceeds the budget
     watchdog = start_watchdog(cfg.tm_id, cfg.resource_profile, cfg.memory)
     rpc = RpcService(cfg.secret, cfg.tm_id, host=cfg.bind_host, listen=False).start()

@@ -91,6 +91,9 @@ class _EventGateway:
 BUFFER_TIMEOUT_KEY = "execution.buffer-timeout"
 
 
+PROFILE_DIR_ENV = "MILLRACE_PROFILE_DIR"  # set: each task runs under cProfile and leaves a .prof file there
+
+
 def buffer_timeout_ms(config: dict[str, str]) -> int | None:
     """The job's execution.buffer-timeout in ms ("100 ms", "0", "-1"); None: the TaskManager's default."""
     raw = config.get(BUFFER_TIMEOUT_KEY)
@@ -163,7 +166,8 @@ class Task:
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
         self.log = _LogAdapter(log, {"job_id": tdd.job_id, "task": f"{tdd.task_name_with_subtask} @ {tm_id}"})
-        self.thread = threading.Thread(target=self._run, name=f"task-{tdd.task_name_with_subtask}", daemon=True)
+        target = self._run_profiled if os.environ.get(PROFILE_DIR_ENV) else self._run
+        self.thread = threading.Thread(target=target, name=f"task-{tdd.task_name_with_subtask}", daemon=True)
 
     @property
     def attempt_id(self) -> str:
@@ -251,6 +255,17 @@ class Task:
             self._bp_ratio = min(1.0, max(0.0, (total - last_total) / (now - last_t)))
             self._bp_sample = (now, total)
         return total // 1_000_000, self._bp_ratio
+
+    def _run_profiled(self) -> None:
+        """Development aid: the task under cProfile, written to $MILLRACE_PROFILE_DIR/<task>.prof."""
+        import cProfile
+
+        profiler = cProfile.Profile()
+        try:
+            profiler.runcall(self._run)
+        finally:
+            name = "".join(c if c.isalnum() else "_" for c in self.tdd.task_name_with_subtask)
+            profiler.dump_stats(os.path.join(os.environ[PROFILE_DIR_ENV], f"{name}-{self.attempt_id[:8]}.prof"))
 
     def _run(self) -> None:
         chain: OperatorChain | None = None

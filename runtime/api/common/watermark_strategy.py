@@ -14,6 +14,7 @@ import numpy as np
 
 from runtime.api.common.time import Duration, to_millis
 from runtime.core.records import ColumnBatch, RecordBatch
+from runtime.core.row import named_row_field
 
 
 class TimestampAssigner(abc.ABC):
@@ -51,6 +52,12 @@ class FieldTimestampAssigner(TimestampAssigner):
             if col.dtype.kind == "M":  # datetime64 -> epoch ms
                 return col.astype("datetime64[ms]").astype(np.int64)
             return col.astype(np.int64, copy=False)
+        values = named_row_field(batch.rows(), self.field)
+        if values is not None and set(map(type, values)) == {int}:  # int ms in named Rows: no call per record
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError:
+                pass
         return super().extract_timestamps(batch)
 
     def __repr__(self) -> str:

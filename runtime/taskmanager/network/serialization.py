@@ -10,7 +10,8 @@ data is never copied into the pickle stream:
     [code u8][n_buffers u32][meta_len u64][buffer_len u64 * n_buffers][meta][buffer 0][buffer 1]...
 
 ObjectBatch falls back to cloudpickle when plain pickle fails (lambdas, local classes).
-Watermark: code 3 + int64. EndOfPartition: code 4, no body. Further event types register a code
+Watermark: code 3 + int64. EndOfPartition: code 4, no body. An ObjectBatch of named Rows with the
+same field names travels as code 5: the field names once and each row's value list. Further event types register a code
 in [16, 255] with `register_event_type`; CheckpointBarrier is registered here with code 16 and a
 compact body (Flink: EventSerializer's CheckpointBarrier layout, minus the options we do not have):
 
@@ -23,6 +24,7 @@ cluster-secret handshake (runtime.rpc.auth); the data server never decodes anyth
 """
 from __future__ import annotations
 
+import operator
 import pickle
 import struct
 from typing import Any, Callable
@@ -39,11 +41,15 @@ from runtime.core.records import (
     Watermark,
     WatermarkStatus,
 )
+from runtime.core.row import named_row_class, named_rows
+
+_values_of = operator.attrgetter("_values")
 
 CODE_COLUMN_BATCH = 1
 CODE_OBJECT_BATCH = 2
 CODE_WATERMARK = 3
 CODE_END_OF_PARTITION = 4
+CODE_ROW_BATCH = 5  # an ObjectBatch of named Rows with the same field names: (fields, value lists, ts)
 FIRST_USER_EVENT_CODE = 16
 CODE_CHECKPOINT_BARRIER = 16  # the first registered event type (see the bottom of this module)
 CODE_WATERMARK_STATUS = 17
@@ -123,7 +129,10 @@ def encode_parts(element: Any) -> Parts:
     if t is ColumnBatch:
         return _batch_parts(CODE_COLUMN_BATCH, (element.columns, element.timestamps), False)
     if t is ObjectBatch:
-        return _batch_parts(CODE_OBJECT_BATCH, (element.values, element.timestamps), True)
+        values = element.values
+        if named_row_class(values) is not None:  # field names once, no reduce/rebuild call per row
+            return _batch_parts(CODE_ROW_BATCH, (values[0]._fields, list(map(_values_of, values)), element.timestamps), True)
+        return _batch_parts(CODE_OBJECT_BATCH, (values, element.timestamps), True)
     if t is Watermark:
         return [_WATERMARK.pack(CODE_WATERMARK, element.timestamp)]
     if t is EndOfPartition:
@@ -172,6 +181,9 @@ def decode(payload: bytes | bytearray | memoryview) -> Any:
     if code == CODE_OBJECT_BATCH:
         values, ts = _decode_batch(mv)
         return ObjectBatch(values, ts)
+    if code == CODE_ROW_BATCH:
+        fields, value_lists, ts = _decode_batch(mv)
+        return ObjectBatch(named_rows(fields, value_lists), ts)
     if code == CODE_WATERMARK:
         return Watermark(_WATERMARK.unpack_from(mv, 0)[1])
     if code == CODE_END_OF_PARTITION:

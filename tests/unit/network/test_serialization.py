@@ -64,6 +64,19 @@ def test_object_batch_round_trips_rows_tuples_none() -> None:
     assert decode(encode(ObjectBatch([None, (None,)]))).timestamps is None
 
 
+def test_a_batch_of_named_rows_travels_as_field_names_and_value_lists() -> None:
+    rows = [Row(id=i, name=f"n{i}", score=i / 2, tags=[i]) for i in range(1000)]
+    b = ObjectBatch(rows, np.arange(1000, dtype=np.int64))
+    payload = encode(b)
+    assert payload[0] == 5 and payload.count(b"score") == 1  # the names once, not per row
+    out = decode(payload)
+    assert out.values == rows and [r.name for r in out.values[:3]] == ["n0", "n1", "n2"]
+    assert out.values[7].tags == [7] and out.values[7].tags is not rows[7].tags
+    np.testing.assert_array_equal(out.timestamps, b.timestamps)
+    mixed = [Row(id=1), Row(other=2)]  # two sets of names: the general encoding
+    assert encode(ObjectBatch(mixed))[0] == 2 and decode(encode(ObjectBatch(mixed))).values == mixed
+
+
 def test_object_batch_falls_back_to_cloudpickle() -> None:
     offset = 7
     fn = lambda x: x + offset  # noqa: E731 -- plain pickle cannot do lambdas
