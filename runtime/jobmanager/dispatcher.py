@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from typing import Any
@@ -37,21 +38,36 @@ class JobEntry:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     history: list[tuple[JobStatus, float, str | None]] = field(default_factory=list)
     savepoints: dict[str, m.SavepointStatus] = field(default_factory=dict)  # trigger id -> status (Flink: the REST trigger cache)
+    # set on the JobMaster's thread at the terminal status: what a stopping Dispatcher waits for
+    # (`done` is set on the Dispatcher's main thread, which takes no calls once it stops)
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 class Dispatcher(RpcEndpoint):
-    def __init__(self, rpc: RpcService, retained_jobs: int = 100) -> None:
+    def __init__(self, rpc: RpcService, retained_jobs: int = 100, cancel_on_stop_timeout_s: float = 4.0) -> None:
         super().__init__(rpc, gw.DISPATCHER)
         self.jobs: dict[str, JobEntry] = {}
         self.retained_jobs = retained_jobs
+        # how long a stopping Dispatcher waits for the jobs it cancelled to end; under half of
+        # RpcEndpoint.stop's default 10 s, which bounds on_stop and the endpoint's own tasks
+        self.cancel_on_stop_timeout_s = cancel_on_stop_timeout_s
 
     async def on_stop(self) -> None:
-        for entry in self.jobs.values():
-            if entry.result is None:
-                try:
-                    await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
-                except Exception:  # noqa: BLE001
-                    pass
+        running = [entry for entry in self.jobs.values() if entry.result is None]
+        for entry in running:
+            try:
+                await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
+            except Exception:  # noqa: BLE001
+                pass
+        # a cluster stopping under a running job (Ctrl-C, SIGTERM, DELETE /cluster): the job must end
+        # before its JobMaster stops, since ending is what deletes the Delta files no commit
+        # references (a job in its final commit completes it instead: untouched or complete)
+        deadline = time.monotonic() + self.cancel_on_stop_timeout_s
+        while not all(entry.ended.is_set() for entry in running) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        still = [entry for entry in running if not entry.ended.is_set()]
+        if still:
+            log.warning("[Dispatcher] %d job(s) did not end within %.0fs of the cancel; stopping them anyway", len(still), self.cancel_on_stop_timeout_s)
         for entry in self.jobs.values():
             entry.job_master.stop()
 
@@ -75,11 +91,14 @@ class Dispatcher(RpcEndpoint):
         def on_status(jid: str, status: JobStatus, cause: str | None) -> None:
             self.run_in_main_thread(self._status_changed, jid, status, cause)
 
+        ended = threading.Event()
+
         def on_terminal(result: m.JobResultMessage) -> None:
+            ended.set()
             self.run_in_main_thread(self._job_ended, result)
 
         jm = JobMaster(self.rpc, job_graph, on_terminal, on_status)
-        entry = JobEntry(job_graph, jm, time.time(), status=JobStatus.CREATED)
+        entry = JobEntry(job_graph, jm, time.time(), status=JobStatus.CREATED, ended=ended)
         entry.history.append((JobStatus.CREATED, entry.submitted_at, None))
         self.jobs[job_id] = entry
         log.info("[Dispatcher] job %s '%s' submitted (%d vertices)", job_id, job_graph.job_name, len(job_graph.vertices))
