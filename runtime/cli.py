@@ -5,12 +5,13 @@ Spark driver; TaskManagers run on Spark executors); with `--cluster` it submits 
 cluster over REST; `--mode per-job` / `--mode application` start a dedicated JobManager process
 for the job / for the program's main(). Arguments the CLI does not know go to the program's argv.
 Errors are messages, never tracebacks; exit codes: 0 finished, 1 failed or cancelled, 2 bad input,
-3 unexpected, 130 interrupted.
+3 unexpected, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: the same orderly stop as Ctrl-C).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import time
 from typing import Any
@@ -21,6 +22,15 @@ from runtime.core.states import JobStatus
 from runtime.deploy.program import run_program
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.plan import format_plan
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be: every clean-up made for Ctrl-C
+    (cancel the job, stop the cluster being started, the Spark JVM) runs for it too."""
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated()
 
 
 class _PlanCaptured(Exception):
@@ -590,6 +600,7 @@ def main(argv: list[str] | None = None) -> None:
     if extra and args.command not in ("run", "plan"):  # job args pass through to the program
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _raise_terminated)
     commands = {
         "run": lambda: cmd_run(args, extra), "plan": lambda: cmd_plan(args, extra), "list": lambda: cmd_list(args),
         "info": lambda: cmd_info(args), "cancel": lambda: cmd_cancel(args), "cluster": lambda: cmd_cluster(args),
@@ -604,13 +615,14 @@ def main(argv: list[str] | None = None) -> None:
     except MillraceError as e:  # a user error: a message, never a traceback
         print(f"error: {e}", file=sys.stderr)
         code = 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
         # the embedded run's Spark JVM ignores SIGINT (PySpark starts it so): stop it, or it outlives us
         from runtime.deploy.spark_session import kill_spark_jvms
 
         kill_spark_jvms()
-        code = 130
+        code = 128 + (signal.SIGTERM if terminated else signal.SIGINT)
     except Exception as e:  # noqa: BLE001 - e.g. Spark/Java failing to start: say what, keep the trace for DEBUG
         logging.getLogger("millrace.cli").debug("unexpected error", exc_info=True)
         print(f"error: {type(e).__name__}: {e}\n(run with --log-level DEBUG for the full traceback)", file=sys.stderr)

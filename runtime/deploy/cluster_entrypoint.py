@@ -119,6 +119,26 @@ class ClusterEntrypoint:
         self.spark: Any = None
         self.cluster: MiniCluster | None = None
         self.rest: Any = None
+        self._spark_starting = False  # a stop signal now aborts the Spark start at once
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT (`millrace cluster stop`'s fallback, Ctrl-C, an aborted `cluster start`)
+        stop the cluster in order. Installed again once Spark is up: PySpark's SparkContext takes
+        SIGINT over with a handler that cancels every Spark job, i.e. kills the TaskManagers under
+        running jobs (they would fail instead of being cancelled)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_stop_signal)
+
+    def _on_stop_signal(self, _signum: int, _frame: Any) -> None:
+        self.hooks.shutdown()
+        if self._spark_starting:
+            # starting Spark takes seconds; its JVM ignores SIGINT and only build_spark_session's
+            # clean-up stops it while it starts (the rest of the start checks stop_requested)
+            raise KeyboardInterrupt
+
+    def _stop_if_requested(self) -> None:
+        if self.hooks.stop_requested.is_set():
+            raise KeyboardInterrupt
 
     def start(self) -> ClusterEndpoint:
         from runtime.rest.app import create_app
@@ -129,8 +149,15 @@ class ClusterEntrypoint:
             from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
             started = time.monotonic()
-            self.spark = build_spark_session(SparkSessionConfig(master=cfg.spark_master_url(), app_name=f"millrace-{cfg.mode}-cluster", driver_host=cfg.host))
+            self._stop_if_requested()
+            self._spark_starting = True
+            try:
+                self.spark = build_spark_session(SparkSessionConfig(master=cfg.spark_master_url(), app_name=f"millrace-{cfg.mode}-cluster", driver_host=cfg.host))
+            finally:
+                self._spark_starting = False
+            self.install_signal_handlers()
             log.info("[cluster] Spark driver up on %s in %.1fs", cfg.spark_master_url(), time.monotonic() - started)
+            self._stop_if_requested()
         session = cfg.mode == "session"
         self.cluster = MiniCluster(
             MiniClusterConfig(
@@ -152,6 +179,7 @@ class ClusterEntrypoint:
                          max_content_length=cfg.rest_max_content_length)
         self.rest = RestServer(app, host=cfg.host, port=cfg.rest_port).start()
         endpoint = ClusterEndpoint(url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"), started_at_ms=self.hooks.started_at_ms)
+        self._stop_if_requested()  # never announce a cluster that is about to stop
         write_cluster_file(endpoint, cfg.home)
         log.info("[cluster] %s cluster ready: REST API at %s, JobManager RPC at %s:%d", cfg.mode, self.rest.url, *self.cluster.address)
         return endpoint
@@ -212,13 +240,26 @@ class ClusterEntrypoint:
         self.hooks.stop_requested.wait(self.config.result_grace_s)
 
     def close(self) -> None:
+        """Stop everything this process started, also after a failed or interrupted start; each step
+        runs even when one before it failed (e.g. Spark's JVM already killed by a SIGTERM to the group)."""
+        self._spark_starting = False
+        self.install_signal_handlers()  # a second Ctrl-C must not cut the clean-up short (PySpark's handler would)
         remove_cluster_file(os.getpid(), self.config.home)
-        if self.rest is not None:
-            self.rest.stop()
-        if self.cluster is not None:
-            self.cluster.close()
-        if self.spark is not None:
-            self.spark.stop()
+        # the JobManager before Spark: it cancels running jobs and waits for them, on live TaskManagers
+        steps = (("REST API", self.rest, "stop"), ("JobManager", self.cluster, "close"), ("Spark session", self.spark, "stop"))
+        for name, part, method in steps:
+            if part is None:
+                continue
+            try:
+                getattr(part, method)()
+            except Exception as e:  # noqa: BLE001 - the next steps must still run
+                log.warning("[cluster] stopping the %s failed: %s", name, e, exc_info=log.isEnabledFor(logging.DEBUG))
+        if self.config.provider == "spark":
+            from runtime.deploy.spark_session import kill_spark_jvms
+
+            # the JVM lives on after spark.stop() until this process exits (or for good, if its
+            # start was interrupted): end it here, so nothing outlives the cluster process
+            kill_spark_jvms()
         log.info("[cluster] stopped")
 
 
@@ -230,13 +271,13 @@ def main() -> None:
     config = ClusterConfig.model_validate_json(raw)
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     entrypoint = ClusterEntrypoint(config)
-    # SIGTERM/SIGINT (`millrace cluster stop`'s fallback, Ctrl-C) stop the cluster cleanly
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: entrypoint.hooks.shutdown())
+    entrypoint.install_signal_handlers()
     code = 1
     try:
         entrypoint.start()
         code = entrypoint.run()
+    except KeyboardInterrupt:  # a stop signal while the cluster started
+        log.warning("[cluster] stopped while starting (stop requested)")
     except Exception:  # noqa: BLE001 - the log is where the cluster's operator looks
         log.exception("[cluster] failed")
     finally:

@@ -1,7 +1,8 @@
 """Client side of cluster processes: start a JobManager process and wait until it serves; stop one.
 
 The process runs `runtime.deploy.cluster_entrypoint` in its own session (process group), so a
-terminal's Ctrl-C does not reach a session cluster and `stop` can always reach all of it.
+terminal's Ctrl-C does not reach a session cluster and `stop` can always reach all of it. Until
+it is ready it belongs to the command that starts it: interrupting that command stops it.
 """
 from __future__ import annotations
 
@@ -58,21 +59,45 @@ def start_cluster_process(config: ClusterConfig, timeout_s: float = 180.0, inher
     finally:
         out.close()
     deadline = time.monotonic() + timeout_s
-    while True:
-        if path.exists():
-            try:
-                endpoint = read_cluster_file(home)
-            except MillraceError:
-                endpoint = None  # being written
-            if endpoint is not None and endpoint.pid == proc.pid:
-                return proc, endpoint
-        code = proc.poll()
-        if code is not None:
-            raise ClusterStartError(f"the {config.mode} cluster exited with code {code} before it was ready; its log ({log_path}) ends with:\n{_log_tail(log_path)}")
-        if time.monotonic() > deadline:
-            _kill_group(proc.pid)
-            raise ClusterStartError(f"the {config.mode} cluster was not ready within {timeout_s:.0f}s and was stopped; its log ({log_path}) ends with:\n{_log_tail(log_path)}")
-        time.sleep(0.1)
+    try:
+        while True:
+            if path.exists():
+                try:
+                    endpoint = read_cluster_file(home)
+                except MillraceError:
+                    endpoint = None  # being written
+                if endpoint is not None and endpoint.pid == proc.pid:
+                    return proc, endpoint
+            code = proc.poll()
+            if code is not None:
+                raise ClusterStartError(f"the {config.mode} cluster exited with code {code} before it was ready; its log ({log_path}) ends with:\n{_log_tail(log_path)}")
+            if time.monotonic() > deadline:
+                raise ClusterStartError(f"the {config.mode} cluster was not ready within {timeout_s:.0f}s and was stopped; its log ({log_path}) ends with:\n{_log_tail(log_path)}")
+            time.sleep(0.1)
+    except BaseException:
+        # Ctrl-C or SIGTERM (the CLI raises KeyboardInterrupt for both) or a start that failed:
+        # the cluster runs in its own session, out of reach of the terminal's signal, so it would
+        # come up and serve with nobody knowing; stop what it started so far
+        abort_start(proc, home)
+        raise
+
+
+def abort_start(proc: subprocess.Popen, home: Path, grace_s: float = 30.0) -> None:
+    """Stop a cluster process that is not ready yet: SIGTERM to it alone (its handler aborts the start
+    and stops what was started, the Spark JVM included), then SIGKILL to its whole process group."""
+    if proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGTERM)
+            stopped = wait_for_exit(proc.pid, grace_s, proc)
+        except KeyboardInterrupt:  # asked again: do not wait for the orderly stop
+            stopped = False
+        if not stopped:
+            log.warning("the cluster process %d did not stop within %.0fs of SIGTERM; killing its process group", proc.pid, grace_s)
+    # whatever it left in its group (a JVM whose stop was cut short) goes with it
+    _kill_group(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.wait(10)
+    remove_cluster_file(proc.pid, home)
 
 
 def _kill_group(pid: int, sig: int = signal.SIGKILL) -> None:

@@ -1,50 +1,155 @@
-"""Ctrl-C during an embedded run (TaskManagers on Spark): whatever the moment, no process of the run
-stays behind and the output table is untouched or complete."""
+"""Ctrl-C and SIGTERM at any moment (TaskManagers on Spark): no process stays behind and the output
+table is untouched or complete.
+
+- `millrace run` (embedded): the run's process group is signalled, as a terminal does;
+- `millrace cluster start` interrupted while the cluster starts: the cluster runs in a session of
+  its own, out of the terminal's reach, so the command must stop it;
+- a running session cluster whose process group is signalled (`millrace cluster stop`'s fallback,
+  a service manager, a shutdown): idle, with TaskManagers launching, under a running job, at a
+  job's end.
+Dagster runs terminated at several moments are in test_dagster_ui.py.
+"""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
 from pipelines.jobs import windowed_sum
+from tests.e2e.leftovers import (
+    assert_untouched_or_complete,
+    command_line,
+    descendants,
+    kill_sessions,
+    session_processes,
+    still_there,
+)
+from tests.integration.cluster.conftest import SessionCluster, millrace, pid_alive
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+JOB = str(ROOT / "pipelines" / "jobs" / "windowed_sum.py")
 EVENTS = 300_000
 
 
-def _session_processes(sid: int) -> list[str]:
-    out = subprocess.run(["ps", "-o", "pid=,cmd=", "-s", str(sid)], capture_output=True, text=True).stdout
-    return [line.strip() for line in out.splitlines() if line.strip()]
+def _cli(home: Path, *args: str) -> subprocess.Popen:
+    """The CLI in a session of its own (so the test can signal its process group as a terminal would),
+    working in `home` (Spark's default warehouse is under the working directory)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, MILLRACE_HOME=str(home))
+    env.pop("MILLRACE_TOKEN", None)
+    return subprocess.Popen([sys.executable, "-m", "runtime.cli", *args], cwd=home, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-@pytest.mark.parametrize("moment_s", [1.5, 4.0, 6.0], ids=["spark-starting", "task-managers-launching", "tasks-running"])
-def test_sigint_leaves_no_process_and_an_untouched_or_complete_table(tmp_path: Path, moment_s: float) -> None:
+@pytest.mark.parametrize(
+    "moment_s, sig",
+    [(1.5, signal.SIGINT), (4.0, signal.SIGINT), (6.0, signal.SIGINT), (1.5, signal.SIGTERM), (6.0, signal.SIGTERM)],
+    ids=["spark-starting", "task-managers-launching", "tasks-running", "spark-starting-sigterm", "tasks-running-sigterm"],
+)
+def test_signalled_run_leaves_no_process_and_an_untouched_or_complete_table(tmp_path: Path, moment_s: float, sig: int) -> None:
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runtime.cli", "run", str(ROOT / "pipelines" / "jobs" / "windowed_sum.py"),
-         "--events", str(EVENTS), "--output", str(out)],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )
+    proc = _cli(tmp_path / "home", "run", JOB, "--events", str(EVENTS), "--output", str(out))
     try:
         time.sleep(moment_s)
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole process group
-        proc.wait(60)
-        deadline = time.monotonic() + 20
-        while _session_processes(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _session_processes(proc.pid) == []  # no JVM, no TaskManager, no Python worker left
+        os.killpg(proc.pid, sig)  # as a terminal does: the whole process group
+        output, _ = proc.communicate(timeout=60)
+        # 0: it finished first; else the orderly stop's exit code (not death by the signal)
+        assert proc.returncode in (0, 128 + sig), output[-3000:]
+        assert still_there(lambda: session_processes(proc.pid)) == []  # no JVM, no TaskManager, no Python worker
     finally:
-        for line in _session_processes(proc.pid):
-            os.kill(int(line.split()[0]), signal.SIGKILL)
-    if not out.exists() or not any(out.iterdir()):
-        return  # untouched
-    from deltalake import DeltaTable
+        kill_sessions([proc.pid])
+    assert_untouched_or_complete(out, windowed_sum.reference(EVENTS))
 
-    rows = DeltaTable(str(out)).to_pyarrow_table().to_pylist()  # complete: the whole result, committed
-    assert {(r["user_id"], r["window_start"]): (r["count"], r["sum"]) for r in rows} == windowed_sum.reference(EVENTS)
-    assert {f.name for f in out.iterdir() if f.suffix == ".parquet"} <= {os.path.basename(u) for u in DeltaTable(str(out)).file_uris()}
+
+# --- millrace cluster start, interrupted while the cluster starts -------------------------------------
+
+def _cluster_process(cli: subprocess.Popen) -> int | None:
+    return next((p for p in descendants(cli.pid) if "runtime.deploy.cluster_entrypoint" in command_line(p)), None)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("after_jvm_s", [0.5, 2.0], ids=["jvm-launching", "spark-context-starting"])
+def test_interrupted_cluster_start_stops_what_it_started(tmp_path: Path, after_jvm_s: float, sig: int) -> None:
+    home = tmp_path / "home"
+    cli = _cli(home, "--log-level", "INFO", "cluster", "start", "--taskmanagers", "2")
+    sessions = [cli.pid]
+    try:
+        cluster = wait_until(lambda: _cluster_process(cli), 60, "the cluster process start", interval=0.05)
+        sessions.append(cluster)  # its own session: the signal below does not reach it
+        wait_until(lambda: any("/bin/java " in line for line in session_processes(cluster)), 60, "Spark's JVM start", interval=0.05)
+        time.sleep(after_jvm_s)
+        assert cli.poll() is None, "the cluster was ready before the interrupt: this run proves nothing"
+        os.killpg(cli.pid, sig)
+        output, _ = cli.communicate(timeout=90)
+        assert cli.returncode == 128 + sig, output
+        # the command waits for the cluster to stop: nothing of it is left once it returned
+        assert [line for sid in sessions for line in session_processes(sid)] == []
+        assert not (home / "cluster.json").exists()
+    finally:
+        kill_sessions(sessions)
+
+
+# --- a running session cluster whose process group is signalled ---------------------------------------
+
+def _port_open(url: str) -> bool:
+    parsed = urlparse(url)
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((parsed.hostname, parsed.port)) == 0
+
+
+def _submit(cluster: SessionCluster, out: Path, events: int, rate: int) -> str:
+    run = cluster.cli("run", JOB, "--cluster", "session", "--detached", "-p", "2", "--events", str(events), "--rate", str(rate), "--output", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    return re.search(r"JobID (\w+)", run.stdout).group(1)
+
+
+# moment -> (events, rate, seconds after every task runs); "job-ending": the signal lands about
+# when the job's last records and its one commit do (either outcome is allowed)
+JOBS = {"job-running": (400_000, 40_000, 2.0), "job-ending": (300_000, 150_000, 1.8)}
+
+
+@pytest.mark.parametrize(
+    "moment, sig",
+    [
+        ("task-managers-launching", signal.SIGINT),
+        ("idle", signal.SIGTERM),
+        ("job-running", signal.SIGINT),
+        ("job-running", signal.SIGTERM),
+        ("job-ending", signal.SIGINT),
+    ],
+    ids=["task-managers-launching-sigint", "idle-sigterm", "job-running-sigint", "job-running-sigterm", "job-ending-sigint"],
+)
+def test_signalled_session_cluster_stops_everything(tmp_path: Path, moment: str, sig: int) -> None:
+    home, out = tmp_path / "home", tmp_path / "out"
+    start = millrace(home, "--log-level", "INFO", "cluster", "start", "--taskmanagers", "2", "--max-taskmanagers", "2", timeout=240)
+    assert start.returncode == 0, start.stdout + start.stderr
+    cluster = SessionCluster(home)
+    events = 0
+    try:
+        client = cluster.client()
+        if moment != "task-managers-launching":
+            wait_until(lambda: len(client.task_managers()) >= 2, 120, "two TaskManagers registering")
+        if moment in JOBS:
+            events, rate, after_s = JOBS[moment]
+            job_id = _submit(cluster, out, events, rate)
+            wait_until(lambda: client.job_details(job_id).status_counts.get("RUNNING", 0) == 4, 60, "every task of the job running", interval=0.05)
+            time.sleep(after_s)
+        os.killpg(cluster.pid, sig)
+        wait_until(lambda: not pid_alive(cluster.pid), 60, "the cluster process exit")
+        assert still_there(lambda: session_processes(cluster.pid)) == []  # JVM, Spark's Python workers (the TaskManagers)
+        assert not _port_open(cluster.url)
+        assert not (home / "cluster.json").exists()
+    finally:
+        kill_sessions([cluster.pid])
+    if events:
+        assert_untouched_or_complete(out, windowed_sum.reference(events))
