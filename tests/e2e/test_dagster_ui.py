@@ -6,12 +6,16 @@ GraphQL mutations the UI sends (LaunchPipelineExecution, i.e. launchRun, and Ter
   the Delta table against the plain-Python reference;
 - a run terminated from the UI while its Millrace job runs ends CANCELED, the op cancelled the
   Millrace job first, and the job committed nothing;
+- a run with TaskManagers on its Spark executors (the code location's default) terminated while
+  Spark starts, while TaskManagers launch or while tasks run leaves no process (run worker, step
+  process, Spark's JVM, TaskManagers) and no table behind;
 - stopping the server (its process group) leaves no process behind.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,6 +31,8 @@ import pytest
 from deltalake import DeltaTable
 
 from pipelines.jobs import windowed_sum
+from tests.e2e.leftovers import alive, command_line, descendants, still_there
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = 20_000
@@ -120,34 +126,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 class DagsterDev:
     def __init__(self, home: Path, warehouse: Path) -> None:
         self.home, self.warehouse = home, warehouse
@@ -177,7 +155,7 @@ class DagsterDev:
         return out["data"]
 
     def track(self) -> None:
-        self.seen |= _descendants(self.proc.pid)
+        self.seen |= descendants(self.proc.pid)
 
     def wait_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -248,18 +226,18 @@ class DagsterDev:
                 self.proc.wait(grace)
                 # children of the group may outlive the leader a moment
                 deadline = time.monotonic() + grace
-                while any(_alive(p) for p in self.seen) and time.monotonic() < deadline:
+                while any(alive(p) for p in self.seen) and time.monotonic() < deadline:
                     time.sleep(0.2)
-                if not any(_alive(p) for p in self.seen):
+                if not any(alive(p) for p in self.seen):
                     break
             except subprocess.TimeoutExpired:
                 continue
         self._log.close()
         # TaskManagers (own sessions) exit when their JobManager is gone: give them a moment
         deadline = time.monotonic() + 30
-        while any(_alive(p) for p in self.seen) and time.monotonic() < deadline:
+        while any(alive(p) for p in self.seen) and time.monotonic() < deadline:
             time.sleep(0.5)
-        return {p for p in self.seen if _alive(p)}
+        return {p for p in self.seen if alive(p)}
 
 
 @pytest.fixture(scope="module")
@@ -343,3 +321,33 @@ def test_terminating_the_run_from_the_ui_cancels_the_millrace_job(dagster_dev, t
     assert "the Dagster run was interrupted; cancelling the Millrace job" in logs, logs[-4000:]
     assert "is CANCELED after the cancel" in logs, logs[-4000:]
     assert not (output / "_delta_log").exists()  # the cancelled job committed nothing
+
+
+@pytest.mark.parametrize("moment", ["spark-starting", "task-managers-launching", "tasks-running"])
+def test_a_run_terminated_at_any_moment_leaves_no_process_and_no_table(dagster_dev, tmp_path, moment):
+    output = tmp_path / "never"
+    run_config = (  # the resources' defaults: an embedded cluster, TaskManagers on the run's Spark executors
+        "ops:\n  windowed_sum_table:\n    config:\n"
+        f"      events: 2000000000\n      parallelism: 2\n      output: {output}\n"
+    )
+    run_id = dagster_dev.launch_asset("windowed_sum_table", run_config, [])
+    started = wait_until(lambda: re.search(r"Started process for run \(pid: (\d+)\)", dagster_dev.messages(run_id)), 120, "the run worker's start")
+    worker = int(started.group(1))
+    run_processes = {worker}  # the run worker and all below it: step process, JVM, Spark's Python workers
+
+    def reached() -> bool:
+        dagster_dev.track()
+        run_processes.update(descendants(worker))
+        assert dagster_dev.status(run_id) not in {"SUCCESS", "FAILURE", "CANCELED"}, dagster_dev.messages(run_id)[-4000:]
+        if moment == "spark-starting":
+            return any(command_line(p).split(" ", 1)[0].endswith("/bin/java") for p in run_processes if alive(p))
+        logs = dagster_dev.messages(run_id)
+        return ("' submitted as " in logs) if moment == "task-managers-launching" else ("'windowed_sum' -> RUNNING" in logs)
+
+    wait_until(reached, 180, f"the run reaching '{moment}'", interval=0.1)
+    out = dagster_dev.gql(TERMINATE, {"runIds": [run_id], "terminatePolicy": "SAFE_TERMINATE"})["terminateRuns"]
+    assert out["terminateRunResults"][0]["__typename"] == "TerminateRunSuccess", out
+    assert dagster_dev.wait_status(run_id, {"CANCELED", "FAILURE", "SUCCESS"}, timeout=180) == "CANCELED", dagster_dev.messages(run_id)[-4000:]
+    left = still_there(lambda: [(p, command_line(p)[:120]) for p in run_processes if alive(p)], 30)
+    assert left == [], left
+    assert not output.exists()
