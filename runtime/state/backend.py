@@ -202,10 +202,13 @@ class KvValueState(_KvState, ValueState):
 
     def update(self, value: Any) -> None:
         kg, key = self._kk()
+        self.update_at(kg, key, self._ns, value)
+
+    def update_at(self, kg: int, key: Any, ns: Any, value: Any) -> None:
         if value is None:  # Flink: update(null) clears the value
-            self._table.remove(kg, key, self._ns)
+            self._table.remove(kg, key, ns)
         else:
-            self._table.put(kg, key, self._ns, value)
+            self._table.put(kg, key, ns, value)
 
 
 class KvListState(_KvState, ListState):

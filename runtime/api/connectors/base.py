@@ -106,7 +106,7 @@ class SplitSourceOperator(SourceOperator):
 
 # --- rate limiting -------------------------------------------------------------------------------
 
-DEFAULT_BATCH_SECONDS = 0.05  # a throttled source emits about 1/20 s worth of records per batch
+DEFAULT_BATCH_SECONDS = 0.01  # a throttled source emits about 10 ms worth of records per batch (its records wait for their batch: latency)
 DEFAULT_BURST_SECONDS = 1.0  # after a stall it catches up by at most 1 s worth (Guava's SmoothBursty)
 
 

@@ -16,7 +16,7 @@ lowest next chunk among its splits, so its records stay in increasing index orde
 restore (monotonous event time stays monotonous per subtask).
 
 Rate limiting (`rate_limiter_strategy=RateLimiterStrategy.per_second(r)`): r records per second
-over all subtasks; a batch is then about 1/20 s worth of records (at least 1), and a subtask that
+over all subtasks; a batch is then about 10 ms worth of records (at least 1), and a subtask that
 is ahead of its budget returns NOTHING_AVAILABLE instead of sleeping. The records and their
 values are the same with or without a rate; only the batch boundaries differ.
 """

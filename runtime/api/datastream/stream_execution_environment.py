@@ -61,12 +61,15 @@ class ExecutionConfig:
         self._object_reuse = False
 
     def set_auto_watermark_interval(self, interval: int) -> "ExecutionConfig":
-        # recorded: Millrace emits watermarks per batch (see TimestampsAndWatermarksOperator)
+        """Flink's periodic watermark interval in ms (200 by default); 0: a watermark after every
+        input batch (Millrace; see TimestampsAndWatermarksOperator)."""
+        if interval < 0:
+            raise ValueError(f"the auto watermark interval must be >= 0 ms, got {interval}")
         self._env._config.set_integer(WATERMARK_INTERVAL_KEY, interval)
         return self
 
     def get_auto_watermark_interval(self) -> int:
-        return self._env._config.get_integer(WATERMARK_INTERVAL_KEY, 200) or 200
+        return self._env._config.get_integer(WATERMARK_INTERVAL_KEY, 200)
 
     def set_parallelism(self, parallelism: int) -> "ExecutionConfig":
         self._env.set_parallelism(parallelism)

@@ -15,6 +15,7 @@ from runtime.api.datastream.state import ValueStateDescriptor
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function
 from runtime.core.keys import KeyExtractor
 from runtime.core.records import MAX_TIMESTAMP, RecordBatch
+from runtime.state.backend import KvValueState
 
 STATE_NAME = "_op_state"  # Flink's StreamGroupedReduceOperator.STATE_NAME
 
@@ -81,15 +82,25 @@ class KeyedReduceOperator(AbstractKeyedOperator):
         rows = batch.rows()
         state, reduce = self._state, self._reduce
         out: list[Any] = []
-        for i, value in enumerate(rows):
-            if kgs is not None:
-                backend.set_current_key_and_group(keys[i], kgs[i])
-            else:
-                backend.set_current_key(keys[i])
-            cur = state.value()
-            new = value if cur is None else reduce(cur, value)
-            state.update(new)
-            out.append(new)
+        if kgs is not None and type(state) is KvValueState:
+            # key groups known for the batch: state by explicit (key group, key), no per-record key switch
+            backend.check_key_groups(keys, kgs)
+            get, update, ns = state.raw_at, state.update_at, state.namespace
+            for value, key, kg in zip(rows, keys, kgs):
+                cur = get(kg, key, ns)
+                new = value if cur is None else reduce(cur, value)
+                update(kg, key, ns, new)
+                out.append(new)
+        else:
+            for i, value in enumerate(rows):
+                if kgs is not None:
+                    backend.set_current_key_and_group(keys[i], kgs[i])
+                else:
+                    backend.set_current_key(keys[i])
+                cur = state.value()
+                new = value if cur is None else reduce(cur, value)
+                state.update(new)
+                out.append(new)
         if self._batch:
             return  # final values only, at the end
         # one output per input record, so the input timestamps carry over unchanged

@@ -24,8 +24,10 @@ from runtime.api.datastream.functions import (
 )
 from runtime.api.operators.base import StreamOperator
 from runtime.api.operators.runtime_context import emit_objects
-from runtime.core.errors import InvalidProgramError
+from runtime.core.durations import parse_duration_ms
+from runtime.core.errors import InvalidProgramError, MillraceError
 from runtime.core.records import ACTIVE, IDLE, MAX_TIMESTAMP, MIN_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
+from runtime.core.row import named_row_columns
 
 
 def _open_function(op: StreamOperator, fn: Any) -> None:
@@ -215,6 +217,9 @@ def _batch_to_columns(batch: RecordBatch) -> dict[str, np.ndarray]:
     if isinstance(batch, ColumnBatch):
         return dict(batch.columns)
     rows = batch.rows()
+    named = named_row_columns(rows)
+    if named is not None:  # same-named Rows: transposed in C
+        return {n: np.asarray(c) for n, c in named.items()}
     first = rows[0]
     if isinstance(first, dict):
         names = list(first)
@@ -314,13 +319,30 @@ class CoProcessOperator(_ProcessFunctionOperator):
 # -- event time ------------------------------------------------------------------------------------
 
 
+WATERMARK_INTERVAL_KEY = "pipeline.auto-watermark-interval"
+DEFAULT_WATERMARK_INTERVAL_MS = 200  # Flink's default
+
+
+def auto_watermark_interval_ms(config: dict[str, str]) -> int:
+    """The job's pipeline.auto-watermark-interval in ms ("200", "200 ms", "0")."""
+    raw = config.get(WATERMARK_INTERVAL_KEY)
+    if raw is None or str(raw).strip() == "":
+        return DEFAULT_WATERMARK_INTERVAL_MS
+    try:
+        return parse_duration_ms(str(raw))
+    except MillraceError as e:
+        raise InvalidProgramError(f"{WATERMARK_INTERVAL_KEY}: {e}") from None
+
+
 class TimestampsAndWatermarksOperator(StreamOperator):
     """Flink's TimestampsAndWatermarksOperator: assign timestamps, generate watermarks.
 
     Bounded out-of-orderness (Flink's BoundedOutOfOrdernessWatermarks): watermark =
-    max_timestamp - delay - 1. Flink emits it periodically (auto-watermark interval); Millrace
-    emits it after each input batch when it advanced — batch-level emission, so a watermark never
-    splits a batch, and a watermark is never later than Flink's would be for the same input.
+    max_timestamp - delay - 1, emitted periodically as in Flink: every
+    `pipeline.auto-watermark-interval` (200 ms by default; processing time, a timer on the task
+    thread) when it advanced. Millrace's one deviation: an interval of 0 (Flink: no periodic
+    watermarks, so none until the end) emits it after each input batch instead -- never later than
+    a periodic one would be, and which records are late then depends on the batches, not on timing.
     Upstream watermarks are ignored except the final MAX one; at end of input a MAX watermark is
     emitted (Flink's sources do that at the end of bounded input).
     """
@@ -332,8 +354,13 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self._emitted = MIN_TIMESTAMP
         self._idle = False
         self._last_activity_ms = 0
+        self._interval_ms = 0  # 0: a watermark after each batch
 
     def open(self) -> None:
+        assert self.ctx is not None
+        self._interval_ms = auto_watermark_interval_ms(self.ctx.config)
+        if self._interval_ms > 0 and self.strategy.generates_watermarks:
+            self.ctx.processing_time_service.register_timer(self._now_ms() + self._interval_ms, self._on_periodic_emit)
         idle_ms = getattr(self.strategy, "idleness_ms", None)
         if idle_ms:  # with_idleness: no records for that long (processing time) marks this output idle
             self._last_activity_ms = self._now_ms()
@@ -385,10 +412,23 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             m = int(ts.max())
             if m > self._max_ts:
                 self._max_ts = m
-            wm = self._max_ts - self.strategy.max_out_of_orderness_ms - 1
-            if wm > self._emitted:
-                self._emitted = wm
-                self.output.emit_watermark(Watermark(wm))
+            if self._interval_ms == 0:
+                self._emit_progress()
+
+    def _emit_progress(self) -> None:
+        """Flink's onPeriodicEmit: the watermark for the largest timestamp so far, if it advanced."""
+        wm = self._max_ts - self.strategy.max_out_of_orderness_ms - 1
+        if wm > self._emitted and self._max_ts > MIN_TIMESTAMP:
+            self._emitted = wm
+            assert self.output is not None
+            self.output.emit_watermark(Watermark(wm))
+
+    def _on_periodic_emit(self, _timestamp: int) -> None:
+        if self._emitted == MAX_TIMESTAMP:
+            return  # ended: no more timers
+        self._emit_progress()
+        assert self.ctx is not None
+        self.ctx.processing_time_service.register_timer(self._now_ms() + self._interval_ms, self._on_periodic_emit)
 
     def process_watermark(self, watermark: Watermark, input_index: int = 0) -> None:
         # upstream watermarks are replaced by ours; only end-of-time passes (like Flink)

@@ -50,7 +50,8 @@ def test_late_data_and_side_outputs_of_windows_and_timers(mini_cluster: MiniClus
     events = [("a", 1), ("b", 2), ("a", 12), ("a", 4), ("b", 25), ("b", 8), ("a", 26), ("a", 15), ("b", 31), ("a", 29)]
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
-    # one element per batch: a watermark follows every element, so which ones are late is fixed
+    # one element per batch and a watermark after every batch (interval 0): which ones are late is fixed
+    env.get_config().set_auto_watermark_interval(0)
     source = env.from_source(CollectionSource(events, batch_size=1), WatermarkStrategy.no_watermarks(), "events").set_parallelism(1)
     wm = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0)).with_timestamp_assigner(lambda e, _ts: e[1])
     stamped = source.assign_timestamps_and_watermarks(wm).set_parallelism(1)  # one watermark sequence for all

@@ -378,8 +378,15 @@ def test_columnar_window_aggregate_equals_per_record_window_operator(cluster_env
 # -- watermarks: bounded out-of-orderness --------------------------------------------------------------------
 
 
+def per_batch_watermarks(env):
+    """A watermark after every source batch (pipeline.auto-watermark-interval 0), which the
+    references below simulate: which records are late is then fixed, not a matter of timing."""
+    env.get_config().set_auto_watermark_interval(0)
+    return env
+
+
 def _ooo_window_counts(bound_ms: int, source_parallelism: int = 2):
-    env = env_p(2)
+    env = per_batch_watermarks(env_p(2))
     src = DataGeneratorSource(ooo_event, OOO_N, batch_size=OOO_BATCH)
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound_ms)).with_timestamp_assigner(ooo_ts)
     return list(
@@ -491,7 +498,7 @@ def _lateness_reference(bound: int, lateness: int, size: int) -> Counter:
 
 def test_allowed_lateness_refires_windows_for_late_records(cluster_env: MiniCluster) -> None:
     lateness = 150
-    env = env_p(2)
+    env = per_batch_watermarks(env_p(2))
     src = DataGeneratorSource(ooo_event, OOO_N, batch_size=OOO_BATCH)
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(0).with_timestamp_assigner(ooo_ts)
     got = list(

@@ -24,7 +24,7 @@ from runtime.api.operators.simple import (
 from runtime.core.errors import InvalidProgramError
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, Watermark
 from runtime.core.row import Row
-from tests.harness import obj, open_operator, run_one_input
+from tests.harness import FakeProcessingTimeService, obj, open_operator, run_one_input
 
 pytestmark = pytest.mark.unit
 
@@ -177,10 +177,13 @@ class TsFromTuple(TimestampAssigner):
         return value[1]
 
 
+PER_BATCH = {"pipeline.auto-watermark-interval": "0"}
+
+
 def test_bounded_out_of_orderness_watermarks_per_batch():
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(10)).with_timestamp_assigner(TsFromTuple())
     op = TimestampsAndWatermarksOperator(strategy)
-    out = open_operator(op)
+    out = open_operator(op, config=PER_BATCH)
     op.process_batch(obj([("a", 100), ("b", 90)]))
     op.process_batch(obj([("c", 95)]))  # max unchanged: no new watermark
     op.process_watermark(Watermark(1000))  # upstream watermarks are ignored
@@ -195,7 +198,7 @@ def test_bounded_out_of_orderness_watermarks_per_batch():
 def test_monotonous_field_assigner_is_vectorized_on_columns():
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(TimestampAssigner.from_field("ts_ms"))
     op = TimestampsAndWatermarksOperator(strategy)
-    out = open_operator(op)
+    out = open_operator(op, config=PER_BATCH)
     cb = ColumnBatch({"ts_ms": np.array([5, 7, 6]), "v": np.array([1, 2, 3])})
     op.process_batch(cb)
     assert isinstance(out.batches[0], ColumnBatch)
@@ -204,6 +207,31 @@ def test_monotonous_field_assigner_is_vectorized_on_columns():
     # per-record path of the same assigner on Rows
     op.process_batch(obj([Row(ts_ms=20, v=1)]))
     assert out.watermarks == [6, 19]
+
+
+def test_watermarks_are_periodic_by_default():
+    """Flink's pipeline.auto-watermark-interval (200 ms): the watermark of the largest timestamp so
+    far, emitted by a processing-time timer when it advanced, not after every batch."""
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(10)).with_timestamp_assigner(TsFromTuple())
+    op = TimestampsAndWatermarksOperator(strategy)
+    pts = FakeProcessingTimeService(now=1000)
+    out = open_operator(op, processing_time_service=pts)
+    op.process_batch(obj([("a", 100), ("b", 90)]))
+    op.process_batch(obj([("c", 120)]))
+    assert out.watermarks == []
+    pts.advance_to(1199)
+    assert out.watermarks == []
+    pts.advance_to(1200)
+    assert out.watermarks == [120 - 10 - 1]
+    pts.advance_to(1400)  # nothing new: nothing emitted
+    op.process_batch(obj([("d", 150)]))
+    pts.advance_to(1600)
+    op.end_input()
+    assert out.watermarks == [109, 139, MAX_TIMESTAMP]
+    pts.advance_to(5000)  # ended: the timer is not renewed
+    assert out.watermarks == [109, 139, MAX_TIMESTAMP] and pts.pending == 0
+    with pytest.raises(InvalidProgramError, match="auto-watermark-interval"):
+        open_operator(TimestampsAndWatermarksOperator(strategy), config={"pipeline.auto-watermark-interval": "-5"})
 
 
 def test_no_watermarks_strategy_still_ends_with_max():

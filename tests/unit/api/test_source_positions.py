@@ -268,7 +268,7 @@ def test_generator_positional_arguments_still_mean_what_they_did() -> None:
 
 def test_rate_limiter_is_a_non_blocking_token_bucket() -> None:
     clock = FakeClock()
-    lim = RateLimiter(100, clock)
+    lim = RateLimiter(100, clock, 0.05)  # batches of 1/20 s: 5 permits
     assert lim.batch_size == 5
     assert lim.try_acquire(5)  # the first batch goes at once
     assert not lim.try_acquire(1)
@@ -291,7 +291,7 @@ def test_rate_limiter_is_a_non_blocking_token_bucket() -> None:
 
 def test_throttled_generator_reports_nothing_available_when_ahead_and_keeps_the_rate() -> None:
     clock = FakeClock()
-    src = DataGeneratorSource(lambda i: i, 10_000, rate_limiter_strategy=RateLimiterStrategy.per_second(400, clock=clock), batch_size=64)
+    src = DataGeneratorSource(lambda i: i, 10_000, rate_limiter_strategy=RateLimiterStrategy.per_second(400, clock=clock, batch_seconds=0.05), batch_size=64)
     s = Subtask(src, 1, 4)  # this subtask's share: 100 records/s, batches of 5
     assert s.op.emit_next() is InputStatus.MORE_AVAILABLE
     assert s.op.emit_next() is InputStatus.NOTHING_AVAILABLE  # ahead of the budget: no sleeping, no records
@@ -311,7 +311,7 @@ def test_throttled_generator_reports_nothing_available_when_ahead_and_keeps_the_
 def test_throttled_and_unthrottled_generators_emit_the_same_records() -> None:
     clock = FakeClock()
     plain = DataGeneratorSource(None, 3000, batch_generator=ids, batch_size=256)
-    throttled = DataGeneratorSource(None, 3000, rate_limiter_strategy=RateLimiterStrategy.per_second(2000, clock=clock), batch_generator=ids, batch_size=256)
+    throttled = DataGeneratorSource(None, 3000, rate_limiter_strategy=RateLimiterStrategy.per_second(2000, clock=clock, batch_seconds=0.05), batch_generator=ids, batch_size=256)
     for i in range(2):
         s = Subtask(throttled, i, 2)
         while not s.ended:
@@ -326,7 +326,7 @@ def test_throttled_and_unthrottled_generators_emit_the_same_records() -> None:
 
 def test_throttled_generator_snapshot_inside_a_chunk_keeps_its_next_index() -> None:
     clock = FakeClock()
-    src = DataGeneratorSource(lambda i: i, 500, rate_limiter_strategy=RateLimiterStrategy.per_second(100, clock=clock), batch_size=100)
+    src = DataGeneratorSource(lambda i: i, 500, rate_limiter_strategy=RateLimiterStrategy.per_second(100, clock=clock, batch_seconds=0.05), batch_size=100)
     s = Subtask(src, 0, 1)
     for _ in range(3):
         assert s.op.emit_next() is InputStatus.MORE_AVAILABLE
