@@ -2,8 +2,12 @@
 
 A rate-limited source emits `--rate` events/s (each batch stamped with its creation time in µs),
 keyed by `key` (1,000 keys) into a running per-key sum (KeyedStream.reduce: keyed state per record),
-then a step that measures now - created for every record and keeps every 10th; the client
-collects them. The first `--warmup` seconds are left out. Runs the same job once per buffer
+then a step that measures now - created for every record and keeps every 10th; a sink keeps
+the samples in the TaskManager and writes them to a file when the job ends (Flink measures
+latency in its TaskManagers too: shipping 10,000 samples/s through execute_and_collect to the
+client, which hosts the embedded JobManager, made the client's garbage collections -- up to
+85 ms as the result list grows -- stall the collecting tasks). The first `--warmup` seconds are
+left out. Runs the same job once per buffer
 timeout (Flink's execution.buffer-timeout; 100 ms is Flink's default) side by side and prints one
 JSON line per run: {"name", "rate", "events", "buffer_timeout_ms", "p50_ms", "p99_ms", "max_ms", "samples"}.
 
@@ -14,19 +18,39 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+import tempfile
 import time
+import uuid
+from pathlib import Path
 from typing import Any
+
+import cloudpickle
 
 import numpy as np
 
 from runtime.api.common import Configuration, Row, Types, WatermarkStrategy
 from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
-from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.api.execution import use_executor
+from runtime.api.datastream import SinkFunction, StreamExecutionEnvironment
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 
 KEYS = 1000
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # benchmarks/ is not on the TaskManagers' path
+
+
+class KeepSamples(SinkFunction):
+    """Keeps (created_us, lat_us) in the TaskManager; writes them to `folder` when the job ends."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.samples: list[tuple[int, int]] = []
+
+    def invoke(self, value: Any, context: Any = None) -> None:
+        self.samples.append((value["created_us"], value["lat_us"]) if isinstance(value, dict) else (value.created_us, value.lat_us))
+
+    def close(self) -> None:
+        np.save(Path(self.folder) / f"{uuid.uuid4().hex}.npy", np.array(self.samples, dtype=np.int64).reshape(-1, 2))
 
 
 def stamped(idx: np.ndarray) -> dict[str, np.ndarray]:
@@ -57,12 +81,15 @@ def run(cluster: MiniCluster, rate: int, seconds: float, warmup: float, parallel
         .map_batches(latencies)
     )
     start_us = time.time_ns() // 1000
-    with use_executor(cluster.executor()):
-        rows = list(stream.execute_and_collect(f"latency-{buffer_timeout_ms}ms"))
-    if not rows:
-        raise RuntimeError("no rows collected")
-    lat = np.array([r["lat_us"] if isinstance(r, dict) else r.lat_us for r in rows
-                    if (r["created_us"] if isinstance(r, dict) else r.created_us) >= start_us + warmup * 1e6], dtype=np.float64) / 1000.0
+    with tempfile.TemporaryDirectory() as folder:
+        stream.add_sink(KeepSamples(folder))
+        cluster.submit(env.get_job_graph(f"latency-{buffer_timeout_ms}ms")).get_job_execution_result(timeout=600)
+        parts = [np.load(f) for f in Path(folder).glob("*.npy")]
+    samples = np.concatenate(parts) if parts else np.empty((0, 2), dtype=np.int64)
+    samples = samples[samples[:, 0] >= start_us + warmup * 1e6]
+    if len(samples) == 0:
+        raise RuntimeError("no latency samples")
+    lat = samples[:, 1].astype(np.float64) / 1000.0
     return {
         "name": f"keyed_sum_buffer_timeout_{buffer_timeout_ms}ms", "rate": rate, "events": n, "buffer_timeout_ms": buffer_timeout_ms,
         "p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),

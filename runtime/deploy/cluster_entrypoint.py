@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from runtime.api.execution import use_executor
+from runtime.core.gc_tuning import GcConfig, tune_gc
 from runtime.core.states import JobStatus
 from runtime.deploy.cluster_file import ClusterEndpoint, remove_cluster_file, write_cluster_file
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
@@ -270,6 +271,7 @@ def main() -> None:
         sys.exit(2)
     config = ClusterConfig.model_validate_json(raw)
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tune_gc(GcConfig())  # the JobManager's process
     entrypoint = ClusterEntrypoint(config)
     entrypoint.install_signal_handlers()
     code = 1

@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from runtime.taskmanager.gc_tuning import GcConfig, tune_gc
+from runtime.core.gc_tuning import GcConfig, tune_gc
 from runtime.taskmanager.runner import TaskManagerConfig
 
 pytestmark = pytest.mark.unit
