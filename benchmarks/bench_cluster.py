@@ -8,6 +8,9 @@ from typing import Iterator
 import cloudpickle
 
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from runtime.rpc import messages as m
+
+STATE_TASK_HEAP_MB = 3072
 
 # benchmarks/ is not on the TaskManagers' path: functions from here travel by value
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -32,7 +35,10 @@ def bench_cluster(provider: str, app_name: str) -> Iterator[MiniCluster]:
 
         spark = build_spark_session(SparkSessionConfig(master="local[2]", app_name=app_name))
     try:
-        with MiniCluster(MiniClusterConfig(provider=provider, tm_log_level="WARNING"), spark=spark) as cluster:
+        # 1,000,000 keys of heap state (plus a snapshot being written) are ~800 MB of Python objects:
+        # TaskManagers sized for it, as a Flink user sets taskmanager.memory.task.heap.size (docs/memory.md)
+        profile = m.ResourceProfile(cpu_cores=1.0, task_heap_mb=STATE_TASK_HEAP_MB, managed_memory_mb=256)
+        with MiniCluster(MiniClusterConfig(provider=provider, tm_log_level="WARNING", task_manager_profile=profile), spark=spark) as cluster:
             yield cluster
     finally:
         if spark is not None:
