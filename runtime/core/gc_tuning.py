@@ -5,8 +5,8 @@ CPython's defaults (700, 10, 10) suit programs with small heaps. A TaskManager a
 objects per record and keeps large long-lived structures (heap state, timers, window panes): the
 default gen-0 threshold runs a collection every 700 allocations, and the full collections it leads
 to walk the whole state again and again without freeing anything (state is referenced). Measured on
-the per-record windowed_sum (1M events, p=2): 25.4 s of TaskManager CPU with the defaults, 17.5 s
-with (50000, 20, 100), 17.0 s with the collector off. Reference counting still frees acyclic
+the per-record windowed_sum (1M events, p=2): 17.6 s of TaskManager CPU with the defaults, 10.8 s
+with (50000, 20, 100), 10.5 s with the collector off. Reference counting still frees acyclic
 garbage at once; cycles are collected, later. The memory watchdog (runtime.taskmanager.memory)
 collects in full before it judges a TaskManager over its budget. The JobManager's heap grows with
 execution graphs, checkpoint metadata and results held for clients: with the default thresholds its
