@@ -13,14 +13,7 @@ from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.errors import JobExecutionError
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.e2e.leftovers import alive
 
 
 def slow(x: int) -> int:
@@ -50,9 +43,9 @@ def test_killed_spark_task_manager_fails_job_within_5s_and_leaves_nothing(spark)
         assert victim.tm_id in str(info.value)
     # the cluster is closed: every TaskManager process and every Spark job of theirs is gone
     deadline = time.monotonic() + 20
-    while any(_alive(t.pid) for t in tms) or spark.sparkContext.statusTracker().getActiveJobsIds():
+    while any(alive(t.pid) for t in tms) or spark.sparkContext.statusTracker().getActiveJobsIds():
         assert time.monotonic() < deadline, (
-            [t.pid for t in tms if _alive(t.pid)], spark.sparkContext.statusTracker().getActiveJobsIds()
+            [t.pid for t in tms if alive(t.pid)], spark.sparkContext.statusTracker().getActiveJobsIds()
         )
         time.sleep(0.2)
 
