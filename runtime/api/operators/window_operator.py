@@ -571,22 +571,6 @@ class WindowOperator(AbstractKeyedOperator):
     def _on_timer(self, timer: InternalTimer, event_time: bool) -> None:
         tctx, contents = self._tctx, self._contents
         window = timer.namespace
-        if self._fast_batch and event_time:
-            # EventTimeTrigger fires at max_timestamp, which is also the cleanup time
-            backend = self.keyed_state_backend
-            kg, key = backend._current_kg, timer.key
-            c = contents.raw_at(kg, key, window)
-            if c is not None and (c or self._kind != "process"):
-                agg_result = self._agg_result
-                if agg_result is not None:
-                    c = agg_result(c)
-                self._pctx._window = window
-                self.collect_all(self._call_fn(key, window, self._pctx, c if self._kind == "process" else [c]), window.max_timestamp())
-                contents.clear_at(kg, key, window)
-            if self._user_clear:
-                self._pctx._window = window
-                self._user_fn.clear(self._pctx)
-            return
         if self._fast_event_time and event_time:
             # EventTimeTrigger fires at max_timestamp, which is also the cleanup time
             contents.set_current_namespace(window)
