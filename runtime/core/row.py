@@ -73,24 +73,32 @@ def named_rows(fields: tuple[str, ...], value_lists: list[list[Any]]) -> list["R
     return out
 
 
-def named_row_field(rows: list[Any], name: str) -> list[Any] | None:
-    """Field `name` of every row when `rows` are named Rows with the same field names (in C), else None."""
+def _same_named_values(rows: list[Any]) -> tuple[tuple[str, ...], list[list[Any]]] | None:
+    """(field names, each row's values) when `rows` are named Rows with the same field names and
+    as many values as names (Row.of takes any values: a ragged row is never truncated), else None."""
     if named_row_class(rows) is None:
         return None
     fields = rows[0]._fields
-    if name not in fields or set(map(len, map(_values_of, rows))) != {len(fields)}:
+    values = list(map(_values_of, rows))
+    if set(map(len, values)) != {len(fields)}:
         return None
-    return list(map(operator.itemgetter(fields.index(name)), map(_values_of, rows)))
+    return fields, values
+
+
+def named_row_field(rows: list[Any], name: str) -> list[Any] | None:
+    """Field `name` of every row when `rows` are same-named Rows (in C), else None."""
+    same = _same_named_values(rows)
+    if same is None or name not in same[0]:
+        return None
+    return list(map(operator.itemgetter(same[0].index(name)), same[1]))
 
 
 def named_row_columns(rows: list[Any]) -> dict[str, list[Any]] | None:
-    """{field name: column} when `rows` are named Rows that all have the same field names, else None."""
-    if named_row_class(rows) is None:
+    """{field name: column} when `rows` are same-named Rows (transposed in C), else None."""
+    same = _same_named_values(rows)
+    if same is None:
         return None
-    fields = rows[0]._fields
-    if set(map(len, map(_values_of, rows))) != {len(fields)}:  # Row.of takes any values: never truncate
-        return None
-    return dict(zip(fields, map(list, zip(*map(_values_of, rows)))))
+    return dict(zip(same[0], map(list, zip(*same[1]))))
 
 
 class Row:
