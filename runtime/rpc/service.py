@@ -191,12 +191,17 @@ class Gateway:
     def call_sync(self, method: str, arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
         return _run_anywhere(self._invoker(method, arg, timeout), timeout + 1)
 
+    def invoke(self, method: str, arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Awaitable[Any]:
+        """The call as an awaitable (e.g. for an OrderedSender)."""
+        return self._invoker(method, arg, timeout)
+
 
 _bg_loop: asyncio.AbstractEventLoop | None = None
 _bg_lock = threading.Lock()
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The loop that runs calls made from plain threads (task threads, client threads)."""
     global _bg_loop
     with _bg_lock:
         if _bg_loop is None:
@@ -211,7 +216,7 @@ def _run_anywhere(aw: Awaitable[T], timeout: float) -> T:
     async def _wrap() -> T:
         return await aw
 
-    return asyncio.run_coroutine_threadsafe(_wrap(), _background_loop()).result(timeout)
+    return asyncio.run_coroutine_threadsafe(_wrap(), background_loop()).result(timeout)
 
 
 class Connection:

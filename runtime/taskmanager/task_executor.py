@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -16,6 +17,7 @@ from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskDeploymentDescriptor
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
 from runtime.taskmanager.memory import MemoryWatchdog, RunningTask
+from runtime.rpc.ordered_sender import OrderedSender
 from runtime.taskmanager.task import Task
 from runtime.taskmanager.task_slot_table import TaskSlotTable
 
@@ -252,12 +254,17 @@ class TaskExecutor(RpcEndpoint):
     async def submit_task(self, tdd: TaskDeploymentDescriptor) -> m.Ack:
         self.slot_table.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id)
         jm = self.rpc.gateway(gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id)
+        # operator events go out in order without the task waiting for each (Flink's OperatorEventGateway)
+        events = OrderedSender(lambda method, msg: jm.invoke(method, msg, timeout=60))
 
         def report(update: m.TaskExecutionStateUpdate) -> None:
             # a lost terminal report would leave the JobMaster waiting for this attempt: retry it
             attempts = 4 if update.state.is_terminal else 1
-            if update.state.is_terminal and self.stdout is not None:
-                self.stdout.forward(10.0)  # what the task printed reaches the JobManager before its end
+            if update.state.is_terminal:
+                if self.stdout is not None:
+                    self.stdout.forward(10.0)  # what the task printed reaches the JobManager before its end
+                with contextlib.suppress(Exception):  # its events before its end (FINISHED flushed already, raising)
+                    events.flush()
             for i in range(attempts):
                 try:
                     jm.call_sync("update_task_execution_state", update, timeout=30)
@@ -269,13 +276,16 @@ class TaskExecutor(RpcEndpoint):
 
         def send_event(event: m.OperatorEventMessage | m.SourceReachedEndOfInput) -> None:
             method = "send_operator_event" if isinstance(event, m.OperatorEventMessage) else "source_reached_end_of_input"
-            jm.call_sync(method, event, timeout=60)
+            events.send(method, event)
 
         def checkpoint_response(msg: m.AcknowledgeCheckpoint | m.DeclineCheckpoint) -> None:
+            if isinstance(msg, m.AcknowledgeCheckpoint):
+                events.flush()  # a checkpoint completes only with the events sent before it (committables)
             method = "acknowledge_checkpoint" if isinstance(msg, m.AcknowledgeCheckpoint) else "decline_checkpoint"
             jm.call_sync(method, msg, timeout=60)
 
         task = Task(tdd, self.network, self.tm_id, report, send_event, self._task_terminal, checkpoint_response)
+        task.flush_operator_events = events.flush
         task.start_delay_s = self.task_start_delay_s
         self.tasks[tdd.execution_attempt_id] = task
         self._attempts_by_allocation.setdefault(tdd.allocation_id, []).append(tdd.execution_attempt_id)
