@@ -28,6 +28,11 @@ def _field_getter(i: int) -> Any:
     return get
 
 
+def _new_via_row(cls: type, *args: Any, **kwargs: Any) -> "Row":
+    """type(row)(...) on a named Row: a Row for the values given (positional or with their own names)."""
+    return Row.__new__(Row, *args, **kwargs)
+
+
 def _named_class(fields: tuple[str, ...]) -> type:
     """A Row subclass for one tuple of field names, with a property per field.
 
@@ -40,7 +45,8 @@ def _named_class(fields: tuple[str, ...]) -> type:
         if len(_NAMED) > 10000:  # bound the cache for programs that invent field names
             _NAMED.clear()
         props = {n: property(_field_getter(i)) for i, n in enumerate(fields) if not n.startswith("_") and not hasattr(Row, n)}
-        cls = _NAMED[fields] = type("Row", (Row,), {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, "_row_fields": fields, **props})
+        cls = _NAMED[fields] = type("Row", (Row,), {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, "_row_fields": fields,
+                                            "__new__": _new_via_row, "__init__": object.__init__, **props})
     return cls
 
 
@@ -123,8 +129,15 @@ class Row:
             row._values = list(args)
         return row
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Everything happens in __new__; a user's subclass may still call super().__init__(...)."""
+
     @classmethod
     def of(cls, fields: tuple[str, ...] | None, values: Iterable[Any]) -> "Row":
+        if cls.__dict__.get("_named_row", False):
+            cls = Row  # type(row).of(...): the class follows the names given, not the row's
+        if fields is not None:
+            fields = tuple(fields)
         row = object.__new__(_named_class(fields) if fields is not None and cls is Row else cls)
         row._fields = fields
         row._values = list(values)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import operator
 import os
-import pickle
 import shutil
 import struct
 import tempfile
@@ -29,7 +28,7 @@ from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
 from runtime.state.changelog import ChangelogOptions, StateChangelog, encode_log, merge_logs
-from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_value
+from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_state, loads_value
 
 _HDR = struct.Struct(">HH")
 NATIVE_FORMAT = "rocksdb-native-v1"  # a native checkpoint: the files of a RocksDB checkpoint + catalog
@@ -105,7 +104,7 @@ def read_entries(view: Rdict, kg: int, sid: int, kind: str) -> Sequence[tuple[An
         raw_keys = [k for k, _ in pairs]
         keys, nss = _split_keys(raw_keys)
         # columns, as the state file wants them (no entry tuple to build and take apart again)
-        return StateEntries(list(zip(keys, nss)), list(map(pickle.loads, [v for _, v in pairs])))  # = loads_value
+        return StateEntries(list(zip(keys, nss)), list(map(loads_state, [v for _, v in pairs])))  # = loads_value
     out: list[tuple[Any, Any, Any]] = []
     cur_kn: Any = None
     cur_val: Any = None

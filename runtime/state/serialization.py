@@ -8,6 +8,7 @@ frozen dataclasses of ints) falls back to pickle, which is deterministic for suc
 """
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 from typing import Any
@@ -87,7 +88,7 @@ def _dec(buf: bytes, pos: int) -> tuple[Any, int]:
             return bytes(raw), pos
         if tag == b"I":
             return int(raw), pos
-        return pickle.loads(raw), pos
+        return loads_state(raw), pos
     if tag == b"t":
         (n,) = _U32.unpack_from(buf, pos)
         pos += 4
@@ -126,4 +127,55 @@ def dumps_value(value: Any) -> bytes:
 
 
 def loads_value(data: bytes) -> Any:
-    return pickle.loads(data)
+    return loads_state(data)
+
+
+# --------------------------------------------------------------------------- older state formats
+class _LegacyTimeWindow:
+    """What an old pickle of TimeWindow builds first: until d8b5750 TimeWindow was a frozen slots
+    dataclass, pickled as "create without arguments, then __setstate__([start, end])", which the
+    tuple-based TimeWindow cannot take. Replaced by a real TimeWindow as soon as it is built."""
+
+    __slots__ = ("start", "end")
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):  # (dict, slots)
+            state = [state[1]["start"], state[1]["end"]]
+        self.start, self.end = state
+
+
+class _CompatUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
+    """The pure-Python unpickler with old TimeWindows turned into new ones (only used when the fast
+    one fails on such a pickle: checkpoints and savepoints written by earlier versions)."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "runtime.api.datastream.window" and name == "TimeWindow":
+            return _LegacyTimeWindow
+        return super().find_class(module, name)
+
+    def _load_build(self) -> None:
+        pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]
+        built = self.stack[-1]
+        if type(built) is _LegacyTimeWindow:
+            from runtime.api.datastream.window import TimeWindow
+
+            window = TimeWindow(built.start, built.end)
+            self.stack[-1] = window
+            for k, v in list(self.memo.items()):  # later references to the same object
+                if v is built:
+                    self.memo[k] = window
+
+    dispatch[pickle.BUILD[0]] = _load_build
+
+
+def loads_state(data: bytes) -> Any:
+    """pickle.loads for state (keys, namespaces, values, timers), also of state written by earlier
+    versions whose pickles no longer load as they are (see _LegacyTimeWindow)."""
+    try:
+        return pickle.loads(data)
+    except TypeError as e:
+        if "TimeWindow.__new__" not in str(e):
+            raise
+        return _CompatUnpickler(io.BytesIO(data)).load()

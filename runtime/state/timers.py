@@ -97,7 +97,9 @@ class _TimerQueue:
 
     def fire_until(self, t: int, fire: Callable[[int, int, Any, Any], None]) -> bool:
         """fire(ts, kg, key, ns) for every timer <= t in order, each removed before it fires;
-        timers registered or deleted meanwhile are honoured. Whether any fired."""
+        timers registered or deleted meanwhile are honoured (one deleted and registered again while
+        its timestamp fires keeps its place among the ties; Flink promises no order among ties).
+        Whether any fired."""
         heap, buckets = self.heap, self.buckets
         fired = False
         while heap and heap[0] <= t:

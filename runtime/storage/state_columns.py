@@ -25,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.state.serialization import loads_state
+
 LONG, DOUBLE, STRING, BYTES, TUPLE = "long", "double", "string", "bytes", "tuple"
 _TYPES: dict[str, pa.DataType] = {LONG: pa.int64(), DOUBLE: pa.float64(), STRING: pa.string(), BYTES: pa.binary()}
 TUPLE_ITEM_TYPE = pa.struct([pa.field(s, t) for s, t in _TYPES.items()])
@@ -234,7 +236,7 @@ def decode(cols: Mapping[str, Column], n: int) -> list[Any]:
 def _convert(suffix: str, col: Column) -> list[Any]:
     """The Python objects of a column of one kind without nulls."""
     if suffix == BYTES:
-        return list(map(pickle.loads, col.to_pylist()))
+        return list(map(loads_state, col.to_pylist()))
     if suffix == TUPLE:
         return _decode_tuples(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
     return col.to_pylist()

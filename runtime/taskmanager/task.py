@@ -140,6 +140,8 @@ class Task:
         self.tm_id = tm_id
         self.report_state = report_state
         self.send_operator_event = send_operator_event
+        # set by the TaskExecutor when events are sent without waiting (runtime.rpc.ordered_sender)
+        self.flush_operator_events: Callable[[], None] = lambda: None
         self.on_terminal = on_terminal
         self.metrics = TaskMetrics()
         self.machine: StateMachine[ExecutionState] = execution_state_machine(f"task {tdd.task_name_with_subtask}")
@@ -298,6 +300,7 @@ class Task:
             if errors:
                 raise errors[0]
             blocking = [p.produced() for p in self._partitions if hasattr(p, "produced")]
+            self.flush_operator_events()  # the coordinators have every event before FINISHED (a lost one fails the task)
             self._transition(ExecutionState.FINISHED, blocking_partitions=blocking)
             self.log.info("finished: %d records in, %d out", self.metrics.records_in, self.metrics.records_out)
         except BaseException as e:  # noqa: BLE001 - every failure becomes FAILED or CANCELED
@@ -393,13 +396,15 @@ class Task:
         control = self._control
         savepoint_at_end = end_of_input_savepoint(self.tdd.config)
         while not canceled.is_set():
-            mailbox.run_due()
             if control:
                 self._run_control()
-            # nothing may follow a stop-with-savepoint barrier; an ended input waits for its savepoint
+            # nothing may follow a stop-with-savepoint barrier, not even what a processing-time timer
+            # emits (a periodic watermark would fire windows after their snapshot; Flink quiesces
+            # the timer service); an ended input waits for its savepoint
             if self._held_for_savepoint is not None or self._at_end_of_input:
                 time.sleep(0.005)
                 continue
+            mailbox.run_due()
             try:
                 status = src.emit_next()  # type: ignore[attr-defined]
             except BaseException as e:

@@ -87,6 +87,7 @@ class KeyedReduceOperator(AbstractKeyedOperator):
             backend.check_key_groups(keys, kgs)
             get, update, ns = state.raw_at, state.update_at, state.namespace
             for value, key, kg in zip(rows, keys, kgs):
+                backend._current_key, backend._current_kg = key, kg  # the reduce function's own state
                 cur = get(kg, key, ns)
                 new = value if cur is None else reduce(cur, value)
                 update(kg, key, ns, new)

@@ -475,6 +475,8 @@ class WindowOperator(AbstractKeyedOperator):
         windows_by_start: dict[int, TimeWindow] = {}  # one window object per start in this batch
         late: list[tuple[Any, int]] = []
         for value, key, kg, ts in zip(rows, keys, kgs, tss):
+            # user functions (a reduce or aggregate function's own keyed state) see the record's key
+            backend._current_key, backend._current_kg = key, kg  # key groups checked above
             if tumbling and ts is not None and ts > MIN_TIMESTAMP:
                 start = ts - (ts - offset) % size
                 max_ts = start + size - 1

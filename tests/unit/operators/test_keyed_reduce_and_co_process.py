@@ -80,3 +80,26 @@ def test_keyed_co_process():
     assert h.output.events[-1] == Watermark(115)
     h.watermark(1000, input_index=1)
     assert h.output.values()[-1] == ("timeout", 3, "o3")
+
+
+@pytest.mark.parametrize("keys", ["ab", [1, 2]])
+def test_a_reduce_function_with_its_own_keyed_state_sees_each_records_key(keys) -> None:
+    """Int keys take the batch path (key groups computed at once): the backend's current key must
+    still be the record's for state the reduce function keeps itself."""
+    from runtime.api.datastream.functions import ReduceFunction
+    from runtime.api.datastream.state import ValueStateDescriptor
+    from runtime.api.operators.keyed_reduce import KeyedReduceOperator
+    from tests.harness import Harness
+
+    class CountingReduce(ReduceFunction):
+        def open(self, rc):
+            self.n = rc.get_state(ValueStateDescriptor("n"))
+
+        def reduce(self, a, b):
+            self.n.update((self.n.value() or 1) + 1)  # records of this key reduced so far
+            return (a[0], a[1] + b[1], self.n.value())
+
+    h = Harness(KeyedReduceOperator(lambda r: r[0], CountingReduce()))
+    a, b = keys[0], keys[1]
+    h.process([(a, 1), (b, 1), (a, 1), (b, 1), (a, 1)], list(range(5)))
+    assert h.output.values() == [(a, 1), (b, 1), (a, 2, 2), (b, 2, 2), (a, 3, 3)]

@@ -381,6 +381,31 @@ def test_batch_path_sends_late_elements_aside_and_clears_windows(backend):
     assert list(op.keyed_state_backend.get_keys_and_namespaces("seen")) == []
 
 
+def test_batch_path_reduce_functions_with_keyed_state_see_each_records_key():
+    """A window's reduce function keeping keyed state of its own: the batch path sets each record's
+    key, also after timers of another key fired."""
+
+    class CountingReduce(ReduceFunction):
+        def open(self, rc):
+            self.n = rc.get_state(ValueStateDescriptor("n"))
+
+        def reduce(self, x, y):
+            self.n.update((self.n.value() or 0) + 1)
+            return (x[0], x[1] + y[1], x[2])
+
+    op = WindowOperator(lambda r: r[0], TumblingEventTimeWindows.of(10), None, ("reduce", CountingReduce(), None))
+    h = Harness(op)
+    h.process([(2, 1, 1), (2, 1, 2), (2, 1, 3)], [1, 2, 3])
+    h.watermark(10)  # key 2's window fires: the backend's key was 2
+    h.process([(1, 1, 11), (1, 1, 12), (1, 1, 13)], [11, 12, 13])
+    backend = op.keyed_state_backend
+    counts = {}
+    for key in (1, 2):
+        backend.set_current_key(key)
+        counts[key] = op.runtime_context.get_state(ValueStateDescriptor("n")).value()
+    assert counts == {1: 2, 2: 2}
+
+
 def test_missing_timestamp_is_explained():
     h = Harness(WindowOperator(lambda r: r, TumblingEventTimeWindows.of(10), None, ("reduce", lambda a, b: a, None)))
     with pytest.raises(MillraceError, match="assign_timestamps_and_watermarks"):
