@@ -33,10 +33,10 @@ def _states(cluster: SessionCluster, name: str) -> dict[str, str]:
 def test_assets_run_on_the_session_cluster(cluster, tmp_path):
     instance = DagsterInstance.ephemeral()
     resources = {"millrace": _session(cluster, progress_interval_s=0.2), "warehouse": DeltaWarehouseResource(base_path=str(tmp_path))}
-    events = 30_000
+    events = 400_000
     result = materialize(
         [windowed_sum_table, user_minute_totals], resources=resources, instance=instance,
-        # the per-record path is slower: the job runs long enough for progress lines with records
+        # the per-record path (~250k events/s at p=2): the job runs long enough for progress lines with records
         run_config={"ops": {"windowed_sum_table": {"config": {"events": events, "per_record": True}}}},
     )
     assert result.success
