@@ -114,7 +114,7 @@ def test_losing_the_slow_task_manager_during_speculation_fails_nothing_over(tmp_
             pytest.fail("no speculative attempt within 60 s")
         os.kill(provider.pid_of(started[0]), signal.SIGKILL)
         result = client.get_job_execution_result(timeout=120)
-        assert result.status is JobStatus.FINISHED, result.failure
+        assert result.status is JobStatus.FINISHED
         assert read_windowed_sum(out) == windowed_sum.reference(n)
         exceptions = cluster.dispatcher_gateway().call_sync("request_job_exceptions", m.JobIdMessage(job_id=client.job_id), timeout=10)
         assert exceptions.num_restarts == 0 and not exceptions.entries
