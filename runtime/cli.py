@@ -300,6 +300,14 @@ def _duration(ms: int | None) -> str:
     return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
+def _durations(c: Any) -> str:
+    """A completed checkpoint's time: acknowledged by every task, then committed to Delta."""
+    acked = f"acknowledged in {_duration(c.end_to_end_duration)}"
+    if c.commit_duration is None:
+        return acked
+    return f"{acked}, committed in {_duration(c.end_to_end_duration + c.commit_duration)}"
+
+
 def _first_line(text: str) -> str:
     lines = (text or "").strip().splitlines()
     line = lines[0].strip() if lines else ""
@@ -314,7 +322,7 @@ def _format_checkpoints(cp: Any) -> list[str]:
     """The Checkpoints section of `millrace info` (`cp`: rest.models.CheckpointingStatistics)."""
     settings = cp.checkpointing
     sp = cp.latest.savepoint
-    savepoint = [f"  latest savepoint: #{sp.id}, {_duration(sp.end_to_end_duration)}, {_size(sp.state_size)}, {sp.external_path or '-'}"] if sp is not None else []
+    savepoint = [f"  latest savepoint: #{sp.id}, {_durations(sp)}, {_size(sp.state_size)}, {sp.external_path or '-'}"] if sp is not None else []
     if not settings.enabled:
         return ["Checkpoints: disabled (enable them with env.enable_checkpointing(interval_ms))", *savepoint]
     mode = f", {settings.mode}" if settings.mode else ""
@@ -328,7 +336,7 @@ def _format_checkpoints(cp: Any) -> list[str]:
     lines.append(counts)
     done = cp.latest.completed
     if done is not None:
-        lines.append(f"  latest completed: #{done.id}, {_duration(done.end_to_end_duration)}, {_size(done.state_size)}, {done.external_path or '-'}")
+        lines.append(f"  latest completed: #{done.id}, {_durations(done)}, {_size(done.state_size)}, {done.external_path or '-'}")
     else:
         lines.append("  latest completed: none yet")
     lines.extend(savepoint)

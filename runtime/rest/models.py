@@ -269,7 +269,8 @@ class CheckpointStatistics(RestModel):
     is_savepoint: bool = Field(False, description="a savepoint (kept in its own Delta table until disposed), not a checkpoint")
     trigger_timestamp: int = Field(description="when the JobMaster triggered it")
     latest_ack_timestamp: int = Field(-1, description="the latest subtask acknowledgement; -1: none yet")
-    end_to_end_duration: int = Field(0, description="ms from trigger to completion (or failure; so far while in progress)")
+    end_to_end_duration: int = Field(0, description="ms from trigger to the last subtask's acknowledgement, as Flink's (or to failure; so far while in progress)")
+    commit_duration: int | None = Field(None, description="ms from the last acknowledgement until the checkpoint was committed to Delta (it exists from then); trigger -> committed is end_to_end_duration + commit_duration")
     state_size: int = Field(0, description="bytes of state the subtasks wrote")
     num_subtasks: int = Field(0, description="subtasks that take part")
     num_acknowledged_subtasks: int = Field(0, description="subtasks that acknowledged it")
@@ -525,7 +526,7 @@ def _checkpoint(e: cs.CheckpointStatsEntry) -> CheckpointStatistics:
     duration = e.end_to_end_duration if e.end_to_end_duration is not None else max(0, latest_ack - e.trigger_timestamp) if latest_ack >= 0 else 0
     return CheckpointStatistics(
         id=e.id, status=e.status, is_savepoint=e.is_savepoint, trigger_timestamp=e.trigger_timestamp,
-        latest_ack_timestamp=latest_ack, end_to_end_duration=duration, state_size=e.state_size,
+        latest_ack_timestamp=latest_ack, end_to_end_duration=duration, commit_duration=e.commit_duration, state_size=e.state_size,
         num_subtasks=e.num_subtasks, num_acknowledged_subtasks=e.num_acknowledged_subtasks, external_path=e.external_path,
         failure_timestamp=e.trigger_timestamp + duration if e.status == "FAILED" else None, failure_message=e.failure_message,
     )

@@ -15,7 +15,10 @@ class CheckpointStatsEntry(BaseModel):
     is_savepoint: bool = False
     trigger_timestamp: int
     latest_ack_timestamp: int | None = None
+    # Flink's end-to-end duration: trigger -> the last subtask's acknowledgement (every task's
+    # state is written then, but the checkpoint does not exist until its Delta commit)
     end_to_end_duration: int | None = None
+    commit_duration: int | None = None  # last acknowledgement -> committed to Delta (the checkpoint exists)
     state_size: int = 0
     num_subtasks: int = 0
     num_acknowledged_subtasks: int = 0
@@ -86,6 +89,7 @@ class CheckpointStatsTracker:
             return
         e.status = "COMPLETED"
         e.end_to_end_duration = int(metadata.duration_ms)
+        e.commit_duration = max(0, self._now_ms() - e.trigger_timestamp - e.end_to_end_duration)
         e.state_size = int(metadata.state_size)
         e.external_path = path
         self.counts.in_progress -= 1

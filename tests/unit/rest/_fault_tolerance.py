@@ -51,6 +51,7 @@ def checkpoint_statistics_message() -> m.CheckpointStatisticsMessage:
     tracker.report_ack(1, 1_000)
     now[0] = 1_150
     tracker.report_ack(1, 1_048)
+    now[0] = 1_162  # the Delta commit took 12 ms after the last acknowledgement
     tracker.report_completed(1, SimpleNamespace(duration_ms=150, state_size=3 * 1024 * 1024), "/warehouse/_checkpoints/j1")
     tracker.report_pending(2, 2_000, 2)
     now[0] = 2_600

@@ -285,7 +285,7 @@ def test_checkpoints_have_flinks_shape_with_the_settings(app: Any, dispatcher: T
     latest = body["latest"]
     assert latest["completed"] == {
         "id": 1, "status": "COMPLETED", "is_savepoint": False, "trigger_timestamp": 1_000, "latest_ack_timestamp": 1_150,
-        "end_to_end_duration": 150, "state_size": 3 * 1024 * 1024, "num_subtasks": 2, "num_acknowledged_subtasks": 2,
+        "end_to_end_duration": 150, "commit_duration": 12, "state_size": 3 * 1024 * 1024, "num_subtasks": 2, "num_acknowledged_subtasks": 2,
         "external_path": "/warehouse/_checkpoints/j1", "failure_timestamp": None, "failure_message": None,
     }
     failed = latest["failed"]

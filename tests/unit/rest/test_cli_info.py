@@ -27,7 +27,7 @@ def test_info_shows_checkpoints_and_exceptions_compactly() -> None:
     assert lines[0].startswith("Job j1 'ft': FAILED")
     start = lines.index("Checkpoints: every 1.0 s, EXACTLY_ONCE, stored in /warehouse/_checkpoints/j1")
     assert lines[start + 1] == "  1 completed, 1 failed, 1 in progress (3 triggered), restored 1 time (latest from #1)"
-    assert lines[start + 2] == "  latest completed: #1, 150 ms, 3.0 MiB, /warehouse/_checkpoints/j1"
+    assert lines[start + 2] == "  latest completed: #1, acknowledged in 150 ms, committed in 162 ms, 3.0 MiB, /warehouse/_checkpoints/j1"
     assert lines[start + 3].startswith("  last failure: #2 at ") and lines[start + 3].endswith(": checkpoint 2 expired before completing")
     exc = lines.index("Exceptions: 1 restart, restart strategy fixed-delay (1 attempts, 100 ms); newest first:")
     newest, oldest = lines[exc + 1], lines[exc + 2]
