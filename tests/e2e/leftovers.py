@@ -82,16 +82,19 @@ def kill_sessions(sids: Iterable[int]) -> None:
                 pass
 
 
-def assert_untouched_or_complete(out: Path, reference: dict) -> None:
+def assert_untouched_or_complete(out: Path, reference: dict, finished: bool = False) -> None:
     """A fresh output location after an interrupted windowed_sum run: nothing at all (a new table
     that never got a commit leaves not even its folder), or the whole result committed and no file
-    beside the committed ones."""
+    beside the committed ones. `finished` (the run exited 0): the whole result must be there."""
     if not out.exists():
+        assert not finished, f"the run finished, yet it left no table at {out}"
         return  # untouched
     from deltalake import DeltaTable
 
     assert (out / "_delta_log").is_dir(), f"a partial table was left: {sorted(p.name for p in out.iterdir())}"
     table = DeltaTable(str(out))
-    rows = table.to_pyarrow_table().to_pylist()  # complete: the whole result, committed
-    assert {(r["user_id"], r["window_start"]): (r["count"], r["sum"]) for r in rows} == reference
+    rows = table.to_pyarrow_table().to_pylist()  # complete: the whole result, committed, each row once
+    got = {(r["user_id"], r["window_start"]): (r["count"], r["sum"]) for r in rows}
+    assert len(rows) == len(reference), f"{len(rows)} rows for {len(reference)} (user, window) results ({len(rows) - len(got)} duplicated)"
+    assert got == reference
     assert {f.name for f in out.iterdir() if f.suffix == ".parquet"} <= {os.path.basename(u) for u in table.file_uris()}
