@@ -1,7 +1,9 @@
 """Ctrl-C and SIGTERM at any moment (TaskManagers on Spark): no process stays behind and the output
 table is untouched or complete.
 
-- `millrace run` (embedded): the run's process group is signalled, as a terminal does;
+- `millrace run` (embedded): the run's process group is signalled, as a terminal does, once the run
+  is seen in the phase the case names (Spark starting, TaskManagers launching, every task of a
+  rate-limited job running); exit 0 counts only with the whole result in the table;
 - `millrace cluster start` interrupted while the cluster starts: the cluster runs in a session of
   its own, out of the terminal's reach, so the command must stop it;
 - a running session cluster whose process group is signalled (`millrace cluster stop`'s fallback,
@@ -17,8 +19,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -50,24 +54,82 @@ def _cli(home: Path, *args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+class _Output:
+    """The CLI's output (stdout and stderr), read on a thread as it comes, so a test can wait for a line."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def count(self, pattern: str) -> int:
+        return sum(1 for line in list(self.lines) if re.search(pattern, line))
+
+    def text(self, last: int = 4000) -> str:
+        self._thread.join(10)
+        return "\n".join(self.lines)[-last:]
+
+
+# the embedded run's phases, as its INFO log shows them (runtime.deploy.minicluster, .spark_provider,
+# .jobmanager.resource_manager, .taskmanager.task)
+CLUSTER_UP = r"MiniCluster up: "
+TM_SUBMITTED = r"submitted Spark job for TaskManager "
+TM_REGISTERED = r"\[ResourceManager\] TaskManager \S+ registered"
+TASK_RUNNING = r"runtime\.taskmanager\.task: \[job \w+ \| .* \(\d+/\d+\)#\d+ @ \S+\] running$"
+JOB_ENDED = r"job \w+ -> (FINISHED|FAILED|CANCELED)"
+PARALLELISM = 2
+TASKS = 2 * PARALLELISM  # two chains (source side, window side) at p=2
+RATE = 20_000  # EVENTS take 15 s at this rate: "every task running" is a window, not an instant
+
+
+def _spark_jvm_started(sid: int) -> bool:
+    return any("/bin/java " in line for line in session_processes(sid))
+
+
+def _phase(out: _Output, moment: str, sid: int) -> bool:
+    """The run is in `moment` now: reached, and the next phase not yet (a signal later proves nothing)."""
+    if moment == "spark-starting":  # the JVM runs, the SparkContext (and with it the JobManager) is not up
+        return _spark_jvm_started(sid) and not out.count(CLUSTER_UP)
+    if moment == "task-managers-launching":  # every TaskManager's Spark job submitted, none registered
+        return out.count(TM_SUBMITTED) == PARALLELISM and not out.count(TM_REGISTERED)
+    # every task RUNNING, the rate-limited job far from its end
+    return out.count(TASK_RUNNING) == TASKS and not out.count(JOB_ENDED)
+
+
 @pytest.mark.parametrize(
-    "moment_s, sig",
-    [(1.5, signal.SIGINT), (4.0, signal.SIGINT), (6.0, signal.SIGINT), (1.5, signal.SIGTERM), (6.0, signal.SIGTERM)],
+    "moment, sig",
+    [
+        ("spark-starting", signal.SIGINT),
+        ("task-managers-launching", signal.SIGINT),
+        ("tasks-running", signal.SIGINT),
+        ("spark-starting", signal.SIGTERM),
+        ("tasks-running", signal.SIGTERM),
+    ],
     ids=["spark-starting", "task-managers-launching", "tasks-running", "spark-starting-sigterm", "tasks-running-sigterm"],
 )
-def test_signalled_run_leaves_no_process_and_an_untouched_or_complete_table(tmp_path: Path, moment_s: float, sig: int) -> None:
+def test_signalled_run_leaves_no_process_and_an_untouched_or_complete_table(tmp_path: Path, moment: str, sig: int) -> None:
     out = tmp_path / "out"
-    proc = _cli(tmp_path / "home", "run", JOB, "--events", str(EVENTS), "--output", str(out))
+    proc = _cli(tmp_path / "home", "--log-level", "INFO", "run", JOB, "-p", str(PARALLELISM),
+                "--events", str(EVENTS), "--rate", str(RATE), "--output", str(out))
+    output = _Output(proc)
     try:
-        time.sleep(moment_s)
+        def reached() -> bool:
+            assert proc.poll() is None, f"the run ended before '{moment}':\n{output.text()}"
+            return _phase(output, moment, proc.pid)
+
+        wait_until(reached, 120, f"the run reaching '{moment}'", interval=0.05)
         os.killpg(proc.pid, sig)  # as a terminal does: the whole process group
-        output, _ = proc.communicate(timeout=60)
-        # 0: it finished first; else the orderly stop's exit code (not death by the signal)
-        assert proc.returncode in (0, 128 + sig), output[-3000:]
+        proc.wait(timeout=60)
+        # the orderly stop's exit code (not death by the signal); 0 only with the whole result written
+        assert proc.returncode in (0, 128 + sig), output.text()
         assert still_there(lambda: session_processes(proc.pid)) == []  # no JVM, no TaskManager, no Python worker
     finally:
         kill_sessions([proc.pid])
-    assert_untouched_or_complete(out, windowed_sum.reference(EVENTS))
+    assert_untouched_or_complete(out, windowed_sum.reference(EVENTS), finished=proc.returncode == 0)
 
 
 # --- millrace cluster start, interrupted while the cluster starts -------------------------------------
