@@ -4,11 +4,56 @@ Messages name the job, vertex or subtask, what was wrong and what to do.
 """
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, ClassVar
+
+
+class ThrowableType(str, enum.Enum):
+    """How the scheduler treats a failure (Flink: org.apache.flink.runtime.throwable.ThrowableType).
+
+    The kind travels with a task's failure to the JobManager (`ErrorInfo.throwable_type`), so the
+    failure handler decides on the kind, never on an exception's type name.
+    """
+
+    # restarting cannot help (damaged state, a program that does not fit its savepoint): the job
+    # fails at once, whatever the restart strategy says (Flink: SuppressRestartsException)
+    NON_RECOVERABLE_ERROR = "NonRecoverableError"
+    # an input partition is gone: its producer must run again (Flink: PartitionNotFoundException)
+    PARTITION_DATA_MISSING_ERROR = "PartitionDataMissingError"
+    # the machine, not the job (lost TaskManager, out of memory): restarts elsewhere may help
+    ENVIRONMENT_ERROR = "EnvironmentError"
+    # everything else: the restart strategy decides
+    RECOVERABLE_ERROR = "RecoverableError"
 
 
 class MillraceError(Exception):
     """Root of every error Millrace raises on purpose."""
+
+    # Flink's @ThrowableAnnotation: a class says how the scheduler treats it (see throwable_type_of)
+    throwable_type: ClassVar[ThrowableType] = ThrowableType.RECOVERABLE_ERROR
+
+
+class NonRecoverableError(MillraceError):
+    """A failure that no restart can cure: the job fails without consulting the restart strategy
+    (Flink: SuppressRestartsException). Subclass it, or set `throwable_type`, to mark an error so."""
+
+    throwable_type = ThrowableType.NON_RECOVERABLE_ERROR
+
+
+def throwable_type_of(exc: BaseException | None) -> ThrowableType:
+    """The kind of `exc`: the first non-recoverable error in its chain of causes wins, else the
+    kind of `exc` itself (Flink: ThrowableClassifier + ExecutionFailureHandler.isUnrecoverableError,
+    which also look through the causes: user code that wraps a damaged-state error stays fatal)."""
+    seen: set[int] = set()
+    cur = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if getattr(cur, "throwable_type", None) is ThrowableType.NON_RECOVERABLE_ERROR:
+            return ThrowableType.NON_RECOVERABLE_ERROR
+        # explicit cause first; the implicit context unless `raise ... from None` hid it (as tracebacks do)
+        cur = cur.__cause__ if cur.__cause__ is not None else (None if cur.__suppress_context__ else cur.__context__)
+    own = getattr(exc, "throwable_type", None)
+    return own if isinstance(own, ThrowableType) else ThrowableType.RECOVERABLE_ERROR
 
 
 class InvalidProgramError(MillraceError):
@@ -76,6 +121,17 @@ class StorageError(MillraceError):
 class SharedStateMissingError(StorageError):
     """A checkpoint builds on files of an earlier checkpoint that retention already removed."""
 
+
+class CorruptStateError(StorageError):
+    """A savepoint or checkpoint cannot be read: a state file is missing, truncated or not one of
+    ours, or the path is not a savepoint at all. Restarting would read the same bytes again."""
+
+    throwable_type = ThrowableType.NON_RECOVERABLE_ERROR
+
+
+class IncompatibleStateError(NonRecoverableError):
+    """Restored state does not fit the program: a state's type changed incompatibly, or the key
+    type did (Flink: StateMigrationException). Restarting would restore the same state again."""
 
 
 class CheckpointError(MillraceError):

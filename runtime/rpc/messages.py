@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from runtime.core.errors import ThrowableType, throwable_type_of
 from runtime.core.states import ExecutionState, JobStatus, SlotState
 from runtime.rpc.deployment import DataAddress
 
@@ -28,6 +29,9 @@ class ErrorInfo(Message):
     task: str | None = None  # "<vertex name> (i/p)#attempt"
     operator: str | None = None
     task_manager: str | None = None
+    # how the scheduler treats it (non-recoverable: the job fails without a restart); decided where
+    # the exception object still exists, because only its class and causes know
+    throwable_type: ThrowableType = ThrowableType.RECOVERABLE_ERROR
 
     @classmethod
     def from_exception(cls, exc: BaseException, **where: Any) -> "ErrorInfo":
@@ -35,8 +39,13 @@ class ErrorInfo(Message):
             type_name=type(exc).__name__,
             message=str(exc),
             traceback="".join(_tb.format_exception(type(exc), exc, exc.__traceback__)),
+            throwable_type=throwable_type_of(exc),
             **where,
         )
+
+    @property
+    def is_non_recoverable(self) -> bool:
+        return self.throwable_type is ThrowableType.NON_RECOVERABLE_ERROR
 
     def describe(self) -> str:
         where = []

@@ -1,6 +1,8 @@
 """Failover: which subtasks restart after a failure, and whether/when the job may restart at all.
 
-Two independent decisions, as in Flink's ExecutionFailureHandler:
+Decisions in the order of Flink's ExecutionFailureHandler:
+- a non-recoverable failure (damaged state, a program that does not fit its savepoint) fails the
+  job at once, before the restart strategy is asked (`is_unrecoverable_error`);
 - a FailoverStrategy picks the subtasks to restart (restart-all, or the pipelined region of the
   failed subtask plus what it depends on and what depends on it);
 - a RestartBackoffTimeStrategy says whether another restart is allowed and how long to wait
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 
 from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY
 from runtime.core.durations import format_duration_ms, parse_duration_ms  # noqa: F401 - re-exported
-from runtime.core.errors import ConfigurationError, MillraceError
+from runtime.core.errors import ConfigurationError, MillraceError, ThrowableType, throwable_type_of
 
 if TYPE_CHECKING:  # the API reads the keys and durations here: keep this module free of graph/pydantic imports
     from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
@@ -76,6 +78,19 @@ DEFAULT_FAILOVER_STRATEGY = REGION_FAILOVER
 
 
 # durations: runtime.core.durations (re-exported: the config keys and the API use them through here)
+
+
+# -- failure classification ---------------------------------------------------------------------
+def is_unrecoverable_error(cause: object) -> bool:
+    """Whether `cause` must fail the job without a restart (Flink: ExecutionFailureHandler
+    .isUnrecoverableError, checked before the restart strategy is consulted).
+
+    `cause` is a failure as the scheduler sees it (an ErrorInfo, whose `throwable_type` the task
+    decided from the exception object) or an exception raised on the JobManager itself.
+    """
+    if isinstance(cause, BaseException):
+        return throwable_type_of(cause) is ThrowableType.NON_RECOVERABLE_ERROR
+    return getattr(cause, "throwable_type", None) is ThrowableType.NON_RECOVERABLE_ERROR
 
 
 # -- restart back-off strategies ----------------------------------------------------------------
@@ -510,6 +525,7 @@ __all__ = [
     "failover_strategy_from_config",
     "format_duration_ms",
     "is_checkpointing_enabled",
+    "is_unrecoverable_error",
     "parse_duration_ms",
     "restart_strategy_from_config",
     "restart_strategy_type",

@@ -33,7 +33,7 @@ from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfigurat
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.jobmanager.deployment import build_tdd
 from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchDecider
-from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, restart_strategy_from_config
+from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, is_unrecoverable_error, restart_strategy_from_config
 from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
 from runtime.jobmanager.scheduler.slot_sharing import least_resource_requirements
@@ -431,7 +431,7 @@ class Scheduler:
     # --- failure handling (Flink: ExecutionFailureHandler) -------------------------------------------
     def on_task_failed(self, ev: ExecutionVertex, error: m.ErrorInfo) -> None:
         if self.status.state is JobStatus.RUNNING and not self.finishing:
-            if ev.id in self._pending_restart:
+            if ev.id in self._pending_restart and not is_unrecoverable_error(error):
                 self._note_root_cause(error)
                 return
             self._handle_failure([ev], error)
@@ -440,6 +440,13 @@ class Scheduler:
 
     def _handle_failure(self, failed: list[ExecutionVertex], error: m.ErrorInfo, global_failure: bool = False) -> None:
         if not failed and not global_failure:
+            return
+        if is_unrecoverable_error(error):
+            # Flink's ExecutionFailureHandler: checked before the restart strategy, which never
+            # hears of it (a restart would read the same damaged or incompatible state again)
+            error = error.model_copy(update={"message": f"{error.message} (a non-recoverable error: the job is not restarted)"})
+            self._record_exception(error, 0, global_failure)
+            self._fail_job(error)
             return
         now_ms = int(self.clock() * 1000)
         self.restart_strategy.notify_failure(error, now_ms)
