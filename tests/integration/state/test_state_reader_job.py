@@ -1,6 +1,7 @@
-"""The state reader on the main job: the open windows in a savepoint of windowed_sum equal a plain-Python
-partial aggregation of exactly the events the job had processed (the source's position in the
-same savepoint says which)."""
+"""The state reader on the main job: the open windows in a savepoint of windowed_sum, together with
+the windows the job had already fired into its output, equal a plain-Python partial aggregation of
+exactly the events the job had processed (the source's position in the same savepoint says which):
+each window in one of the two, none in both, none missing (a reader that dropped key groups fails)."""
 from __future__ import annotations
 
 import subprocess
@@ -36,6 +37,35 @@ def processed_events(location: str, source_id: str, n: int) -> set[int]:
     return set(range(n)) - remaining
 
 
+def fired_windows(output: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """(user, window start) -> (count, sum) of the windows in the job's output table (none if it has no table yet)."""
+    from deltalake import DeltaTable
+
+    if not (Path(output) / "_delta_log").is_dir():
+        return {}
+    rows = DeltaTable(output).to_pyarrow_table().to_pylist()
+    got = {(r["user_id"], r["window_start"]): (r["count"], r["sum"]) for r in rows}
+    assert len(got) == len(rows), f"{len(rows) - len(got)} windows fired twice into {output}"
+    return got
+
+
+def assert_state_and_output_are_the_partial_windows(
+    open_windows: list[tuple[int, int, int, int]], fired: dict[tuple[int, int], tuple[int, int]], reference: dict[tuple[int, int], tuple[int, int]]
+) -> None:
+    """(user, window start, count, sum) of every window in state, with the windows already fired into the
+    output, are exactly the reference's partial windows: each once, in state or in the output, not both."""
+    in_state = {(user, window): (count, total) for user, window, count, total in open_windows}
+    assert len(in_state) == len(open_windows), f"{len(open_windows) - len(in_state)} windows twice in state"
+    both = in_state.keys() & fired.keys()
+    assert not both, f"{len(both)} windows both open in state and fired, e.g. {sorted(both)[:3]}"
+    missing = reference.keys() - in_state.keys() - fired.keys()
+    assert not missing, f"{len(missing)} of {len(reference)} windows neither in state nor fired, e.g. {sorted(missing)[:3]}"
+    unexpected = (in_state.keys() | fired.keys()) - reference.keys()
+    assert not unexpected, f"{len(unexpected)} windows of events not processed, e.g. {sorted(unexpected)[:3]}"
+    wrong = {k: (v, reference[k]) for k, v in {**in_state, **fired}.items() if v != reference[k]}
+    assert not wrong, f"{len(wrong)} windows with other (count, sum) than the reference, e.g. {sorted(wrong.items())[:3]}"
+
+
 def partial_windows(indices: set[int]) -> dict[tuple[int, int], tuple[int, int]]:
     out: dict[tuple[int, int], tuple[int, int]] = {}
     for i in indices:
@@ -65,10 +95,10 @@ def windowed_savepoint(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         st = savepoint(cluster, client.job_id, stop=True, target=str(tmp / "sp"))
         assert st.status == "COMPLETED", st.failure
         client.get_job_execution_result(timeout=60)
-    return {"location": st.location, "window_op": ops["count and sum per user and window"], "source_op": ops["events"]}
+    return {"location": st.location, "window_op": ops["count and sum per user and window"], "source_op": ops["events"], "output": str(tmp / "out")}
 
 
-def test_open_windows_equal_a_reference_partial_aggregation(windowed_savepoint: dict[str, Any]) -> None:
+def test_open_windows_and_fired_ones_equal_a_reference_partial_aggregation(windowed_savepoint: dict[str, Any]) -> None:
     loc, op = windowed_savepoint["location"], windowed_savepoint["window_op"]
     done = processed_events(loc, windowed_savepoint["source_op"], N)
     assert 0 < len(done) < N
@@ -76,13 +106,15 @@ def test_open_windows_equal_a_reference_partial_aggregation(windowed_savepoint: 
     assert table.num_rows > 0
     assert table.column_names == ["key_group", "state_name", "state_kind", "key", "namespace", "value"]
     assert table.schema.field("key").type == "int64" and table.schema.field("namespace").type == "int64"
-    reference = partial_windows(done)
+    open_windows = []
     for row in table.to_pylist():
+        assert row["state_name"] == "__window_panes__", row
         count, total, fired = (item["long"] for item in row["value"])
         assert fired == 0
-        assert (count, total) == reference[(row["key"], row["namespace"])], row
-    # every window still open in the savepoint came from processed events only
-    assert {(r["key"], r["namespace"]) for r in table.to_pylist()} <= set(reference)
+        open_windows.append((row["key"], row["namespace"], count, total))
+    fired_out = fired_windows(windowed_savepoint["output"])
+    assert fired_out, "no window fired before the savepoint: the output half of the check is empty"
+    assert_state_and_output_are_the_partial_windows(open_windows, fired_out, partial_windows(done))
 
 
 def test_listing_and_errors(windowed_savepoint: dict[str, Any]) -> None:
