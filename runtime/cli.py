@@ -18,7 +18,9 @@ from typing import Any
 
 from runtime.api.execution import JobExecutionResult, use_executor
 from runtime.core.errors import JobExecutionError, MillraceError
+from runtime.core.logs import LOG_PROPAGATE_KEY
 from runtime.core.states import JobStatus
+from runtime.deploy.client_logging import configure_client_logging
 from runtime.deploy.program import run_program
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.plan import format_plan
@@ -124,6 +126,8 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
 
 def _job_config(args: argparse.Namespace) -> dict[str, str]:
     config = {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
+    if getattr(args, "log_propagate", False):
+        config[LOG_PROPAGATE_KEY] = "true"
     if getattr(args, "runtime_mode", None):  # Flink: -Dexecution.runtime-mode=BATCH
         config["execution.runtime-mode"] = args.runtime_mode.upper()
     if getattr(args, "from_savepoint", None):  # Flink's keys, so a program may also set them itself
@@ -542,7 +546,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="millrace", description="Millrace: Flink's runtime in Python on Spark, Delta and Dagster")
     parser.add_argument(
         "--log-level", default="WARNING", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level of the runtime and its TaskManagers (default WARNING)",
+        help="log level of the runtime and its TaskManagers on stderr (default WARNING); the client's log file "
+             "($MILLRACE_HOME/log/millrace-client-<host>.log) gets INFO and up",
+    )
+    parser.add_argument(
+        "--log-propagate", action="store_true",
+        help="env.log.propagate: Millrace's log records also reach the root logger's handlers (e.g. the program's logging.basicConfig)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a job program: embedded (default), on a session cluster, or on its own per-job/application cluster")
@@ -607,7 +616,11 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("run", "plan"):  # job args pass through to the program
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Millrace's loggers: --log-level to stderr, INFO and up to the client's log file; the root logger
+    # is the program's (`millrace run` runs it in this process), as when it runs under PyFlink
+    configure_client_logging(args.log_level, propagate=args.log_propagate)
+    if args.log_level == "DEBUG":  # everything, every library's too
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _raise_terminated)
     commands = {
         "run": lambda: cmd_run(args, extra), "plan": lambda: cmd_plan(args, extra), "list": lambda: cmd_list(args),

@@ -12,6 +12,7 @@ import logging
 from typing import Any, Mapping
 
 from runtime.api.execution import JobExecutionResult, StatusListener
+from runtime.deploy.client_logging import ensure_client_logging
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.graph.job_graph import JobGraph
@@ -44,6 +45,9 @@ class EmbeddedExecutor:
         return cls(config.get(PROVIDER_KEY, "spark"), config.get(SPARK_MASTER_KEY))
 
     def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
+        # the JobManager runs in the program's process: its logs go to the client's log file, not
+        # to the program's handlers (PyFlink's framework logs on the Java side)
+        ensure_client_logging(job_graph.config or {})
         slots = job_graph.slots_required()
         spark = self.spark
         if self.provider == "spark" and spark is None:

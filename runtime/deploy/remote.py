@@ -9,6 +9,7 @@ from typing import Any
 
 from runtime.api.execution import JobExecutionResult, StatusListener
 from runtime.core.states import JobStatus
+from runtime.deploy.client_logging import ensure_client_logging
 from runtime.deploy.cluster_file import ClusterEndpoint
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.graph.job_graph import JobGraph
@@ -57,6 +58,7 @@ class RestExecutor:
         self.detached = detached
 
     def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> Any:
+        ensure_client_logging(job_graph.config or {})  # the client's logs stay out of the program's handlers
         job_id = self.client.submit_job(job_graph)
         if self.detached:
             return DetachedJobClient(_RestDispatcher(self.client), job_id, job_graph.job_name)
