@@ -5,6 +5,7 @@ Every test checks the Delta output row for row against the plain-Python referenc
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -85,8 +86,6 @@ class FailAlways:
 def wait_for_checkpoints(cluster: MiniCluster, job_id: str, n: int, timeout: float = 60) -> None:
     def done() -> bool:
         stats = cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=job_id), timeout=10)
-        import json
-
         return json.loads(stats.statistics_json)["counts"]["completed"] >= n
 
     wait_until(done, timeout=timeout, what=f"{n} completed checkpoints")
@@ -241,8 +240,6 @@ def test_a_job_failing_between_a_completed_checkpoint_and_its_commit_keeps_its_f
 
 def txn_versions(table: Path) -> list[int]:
     """The app-transaction versions of every commit in a Delta log, in order."""
-    import json
-
     out = []
     for f in sorted((table / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
@@ -272,10 +269,17 @@ def test_checkpoints_are_delta_commits_and_only_the_retained_ones_stay(mini_clus
     client = mini_cluster.submit(env.get_job_graph("retention"))
     result = client.get_job_execution_result(timeout=120)
     assert result.status is JobStatus.FINISHED
+    # which checkpoints completed, from the JobMaster's statistics (not from the store under test)
+    stats = json.loads(mini_cluster.dispatcher_gateway().call_sync(
+        "request_checkpoint_statistics", m.JobIdMessage(job_id=client.job_id), timeout=10).statistics_json)
+    completed = sorted(e["id"] for e in stats["history"] if e["status"] == "COMPLETED" and not e["is_savepoint"])
+    assert stats["counts"]["completed"] > 2 and len(completed) >= 2, stats["counts"]
+    retained = completed[-2:]  # the newest two
+    assert retained[-1] == stats["latest_completed"]["id"]
     table = DeltaTable(str(tmp_path / "checkpoints" / client.job_id))
     kept = sorted(set(table.to_pyarrow_table(columns=["checkpoint_id"]).column("checkpoint_id").to_pylist()))
     store = CheckpointStore(str(tmp_path / "checkpoints" / client.job_id), client.job_id)
-    retained = sorted(store.completed_ids())[-2:]
+    assert set(retained) <= set(store.completed_ids()), f"the newest completed checkpoints {retained} are not the retained ones {kept}"
     # the two newest, and every checkpoint they build on (incremental: their chains), nothing else
     needed = {c for cid in retained for c in map(checkpoint_of_path, store.get(cid).shared_files)}  # type: ignore[union-attr]
     assert kept == sorted(set(retained) | needed), (kept, retained, needed)
