@@ -132,10 +132,19 @@ class OperatorSnapshot:
     native: Union["NativeStateBundle", Callable[[], "NativeStateBundle"], None] = None
     # earlier checkpoints whose files of this task the state builds on (incremental checkpoints)
     shared_checkpoints: list[int] = field(default_factory=list)
+    # what the keyed state's types are (Flink: StateMetaInfoSnapshot + the key serializer):
+    # {"key": {"declared": ..., "observed": [...]}, "states": {name: {"kind": ..., "type": ...}}}
+    # (runtime.state.type_descriptions); or a supplier given the materialized keyed state, whose
+    # keys it looks at. None: nothing recorded (operators without a keyed state backend)
+    state_meta: Union[dict[str, Any], Callable[[KeyedSnapshot], dict[str, Any]], None] = None
 
     def materialize_keyed(self) -> KeyedSnapshot:
         k = self.keyed
         return k() if callable(k) else k
+
+    def materialize_state_meta(self, keyed: KeyedSnapshot) -> dict[str, Any] | None:
+        m = self.state_meta
+        return m(keyed) if callable(m) else m
 
     def materialize_native(self) -> "NativeStateBundle | None":
         n = self.native
@@ -171,6 +180,9 @@ class StateInitializationContext:
     operator_lists: dict[str, list[Any]] = field(default_factory=dict)
     union_lists: dict[str, list[Any]] = field(default_factory=dict)
     native: list[NativeStateBundle] = field(default_factory=list)  # read by the keyed backend's format
+    # the recorded types (OperatorSnapshot.state_meta, merged over the old subtasks); None when the
+    # snapshot recorded none (written before types were recorded): nothing is then checked
+    state_meta: dict[str, Any] | None = None
 
     @property
     def is_restored(self) -> bool:

@@ -12,10 +12,18 @@ Checkpoints follow runtime.core.checkpoint: `snapshot_sync()` pins the state on 
 [(key, namespace, value), ...])}}, list values as lists, map values as dicts -- later, on the
 snapshot thread. The format is the same for both backends, so `restore_keyed` loads a snapshot
 into either backend and with a different KeyGroupRange (rescaling: it keeps only its key groups).
+
+Types (Flink: the state meta info and key serializer a snapshot records): `snapshot_meta` says what
+each state's descriptor declared and what the keys are; a restore given that record checks it as
+Flink does: the key type at once if the program declares one (else on the first keys,
+`check_restored_keys`), each state's type when the program registers the state (its descriptor
+is known only then): compatible as is, migrated (the restored values converted), or refused with
+IncompatibleStateError (runtime.state.compatibility).
 """
 from __future__ import annotations
 
 import abc
+import logging
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -32,8 +40,19 @@ from runtime.api.datastream.state import (
     ValueState,
 )
 from runtime.core.checkpoint import KeyedSnapshot
-from runtime.core.errors import MillraceError
+from runtime.core.errors import IncompatibleStateError, MillraceError
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
+from runtime.state.compatibility import KeyTypes, SchemaCompatibility, resolve_key_compatibility, resolve_schema_compatibility
+from runtime.state.type_descriptions import (
+    TypeDescription,
+    describe_state,
+    describe_type_info,
+    format_type,
+    is_known,
+    observed_key_types,
+)
+
+_log = logging.getLogger(__name__)
 
 VOID_NAMESPACE = None
 """Flink's VoidNamespace: the namespace of state that is not scoped to a window."""
@@ -362,6 +381,14 @@ class KeyedStateBackend(abc.ABC):
         self._current_kg = -1
         # processing time in ms for state TTL (settable: tests inject a clock)
         self.ttl_clock: Callable[[], float] = time.time
+        # how messages name the operator ("'counts' (uid 'counts')"); the operator sets it
+        self.operator_label = repr(operator_id)
+        # types: declared by the descriptors registered in this run, and recorded by the snapshot
+        # this backend restored (compared when a state is registered)
+        self._state_types: dict[str, TypeDescription | None] = {}
+        self._restored_types: dict[str, TypeDescription | None] = {}
+        self._declared_key_type: TypeDescription | None = None
+        self._restored_keys: KeyTypes | None = None  # checked against the first keys, then None
 
     def ttl_time_ms(self) -> int:
         return int(self.ttl_clock() * 1000)
@@ -413,7 +440,11 @@ class KeyedStateBackend(abc.ABC):
         return t
 
     def get_partitioned_state(self, descriptor: StateDescriptor, namespace: Any = VOID_NAMESPACE) -> Any:
-        """A state object for `descriptor`, bound to the current key and `namespace`."""
+        """A state object for `descriptor`, bound to the current key and `namespace`.
+
+        The first request of a state in this run registers its type: a restored state is checked
+        against the type its snapshot recorded, and migrated if it must be (see the module doc).
+        """
         kind = getattr(descriptor, "kind", None)
         cls = _STATE_CLASSES.get(kind)  # type: ignore[arg-type]
         if cls is not None and getattr(descriptor, "ttl_config", None) is not None:
@@ -422,7 +453,124 @@ class KeyedStateBackend(abc.ABC):
             cls = TTL_STATE_CLASSES[kind]  # type: ignore[index]
         if cls is None:
             raise StateError(f"{descriptor!r} is not a state descriptor")
-        return cls(self, self._table(descriptor.name, kind), descriptor, namespace)  # type: ignore[arg-type]
+        table = self._table(descriptor.name, kind)  # type: ignore[arg-type]
+        if descriptor.name not in self._state_types:
+            self._register_state_type(descriptor, table)
+        return cls(self, table, descriptor, namespace)  # type: ignore[arg-type]
+
+    # types (Flink: state meta info and serializer compatibility on restore) ----------------------
+    def declare_key_type(self, type_info: Any) -> None:
+        """The key type the program declares (key_by(..., key_type=...)); checked at restore."""
+        self._declared_key_type = describe_type_info(type_info)
+
+    def _register_state_type(self, descriptor: StateDescriptor, table: StateTable) -> None:
+        name = descriptor.name
+        new = describe_state(descriptor)
+        if name in self._restored_types:
+            old = self._restored_types[name]
+            compatibility = resolve_schema_compatibility(old, new)
+            if compatibility.is_incompatible:
+                raise IncompatibleStateError(
+                    f"cannot restore state {name!r} of operator {self.operator_label}: it was written as {format_type(old)} and "
+                    f"the program now declares {format_type(new)} ({compatibility.reason}). A state's new type must be compatible "
+                    "with its old one: the same type, a widened number (INT -> LONG, FLOAT -> DOUBLE, INT -> DOUBLE), or a ROW with "
+                    "nullable fields added at the end. Keep the old type, give the state a new name (it then starts empty), "
+                    "or start the job without the savepoint."
+                )
+            if compatibility.is_compatible_after_migration:
+                self._migrate_state(table, old, new, compatibility)
+        self._state_types[name] = new
+
+    def _migrate_state(self, table: StateTable, old: TypeDescription | None, new: TypeDescription | None, compatibility: SchemaCompatibility) -> None:
+        """Convert every restored value of `table` once (Flink: a full-scan state migration).
+
+        A list state's type is its element's, a map state's its (user key, value); values of a
+        state with TTL are TtlValue(value, timestamp): the value is converted, the time kept.
+        """
+        from runtime.state.ttl import TtlValue  # ttl builds on this module
+
+        def leaf(fn: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+            if fn is None:
+                return lambda v: v
+            return lambda v: TtlValue(fn(v.value), v.last_access_ms) if isinstance(v, TtlValue) else fn(v)
+
+        if table.kind == StateKind.LIST:
+            element = leaf(compatibility.migrate)
+            convert: Callable[[Any], Any] = lambda values: [element(v) for v in values]  # noqa: E731
+        elif table.kind == StateKind.MAP:
+            assert isinstance(old, dict) and isinstance(new, dict)
+            user_key = resolve_schema_compatibility(old["map"][0], new["map"][0]).migrate or (lambda k: k)
+            value = leaf(resolve_schema_compatibility(old["map"][1], new["map"][1]).migrate)
+            convert = lambda d: {user_key(k): value(v) for k, v in d.items()}  # noqa: E731
+        else:
+            convert = leaf(compatibility.migrate)
+        migrated = 0
+        for key, ns in list(table.keys_and_namespaces()):
+            kg = assign_to_key_group(key, self.max_parallelism)
+            stored = table.get(kg, key, ns)
+            if stored is None:
+                continue
+            try:
+                table.put(kg, key, ns, convert(stored))
+            except Exception as e:  # noqa: BLE001 - a value that does not fit its recorded type
+                raise IncompatibleStateError(
+                    f"cannot migrate state {table.name!r} of operator {self.operator_label} from {format_type(old)} to "
+                    f"{format_type(new)}: the value of key {key!r} ({stored!r}) does not convert: {type(e).__name__}: {e}. "
+                    "Keep the old type, or give the state a new name."
+                ) from e
+            migrated += 1
+        _log.info("operator %s: state %r migrated from %s to %s (%d entries)", self.operator_label, table.name, format_type(old), format_type(new), migrated)
+
+    def restore_meta(self, meta: Mapping[str, Any] | None) -> None:
+        """What the restored snapshot recorded (runtime.storage.state_files' state meta rows):
+        each state's type, kept for when the program registers the state, and the key types,
+        checked now against a declared key type or later against the first keys."""
+        if not meta:
+            return  # written before types were recorded: nothing to check (never refused)
+        for name, info in (meta.get("states") or {}).items():
+            self._restored_types.setdefault(name, (info or {}).get("type"))
+        old = KeyTypes.from_record(meta.get("key"))
+        if old.python_types() is None:
+            return
+        if is_known(self._declared_key_type):
+            self._check_keys(old, KeyTypes(declared=self._declared_key_type))
+        else:
+            self._restored_keys = old
+
+    def check_restored_keys(self, keys: Sequence[Any]) -> None:
+        """The first keys after a restore (of a program that declares no key type) must be of a
+        type the snapshot's keys had (the operator calls this with its first input batch)."""
+        old, self._restored_keys = self._restored_keys, None
+        if old is not None and len(keys):
+            self._check_keys(old, KeyTypes(observed=frozenset(observed_key_types(keys))))
+
+    @property
+    def restored_keys_unchecked(self) -> bool:
+        return self._restored_keys is not None
+
+    def _check_keys(self, old: KeyTypes, new: KeyTypes) -> None:
+        compatibility = resolve_key_compatibility(old, new)
+        if compatibility.is_incompatible:
+            raise IncompatibleStateError(
+                f"cannot restore the keyed state of operator {self.operator_label}: it was keyed by {old.describe()}, the "
+                f"program now keys by {new.describe()}; {compatibility.reason}. Key by the old type, give the operator a "
+                "new uid (its state then starts empty), or start the job without the savepoint."
+            )
+
+    def snapshot_meta(self) -> dict[str, Any]:
+        """What a snapshot records besides the entries (task thread, cheap): every state's kind and
+        type (registered in this run, else as restored) and the declared key type. The observed
+        key types are added from the snapshot's keys by the operator (`observed_key_types`)."""
+        states = {
+            name: {"kind": t.kind, "type": self._state_types[name] if name in self._state_types else self._restored_types.get(name)}
+            for name, t in self._tables.items()
+        }
+        return {"key": {"declared": self._declared_key_type, "observed": None}, "states": states}
+
+    def tracked_key_types(self) -> set[str]:
+        """Key types this backend saw being written, for snapshots whose keys are not iterated
+        (a RocksDB native checkpoint); the heap backend's snapshots always iterate them."""
+        return set()
 
     def registered_state_names(self) -> list[str]:
         return list(self._tables)
@@ -462,13 +610,15 @@ class KeyedStateBackend(abc.ABC):
         after snapshot_sync returns never show in what the supplier builds.
         """
 
-    def restore_keyed(self, snapshot: KeyedSnapshot) -> None:
+    def restore_keyed(self, snapshot: KeyedSnapshot, meta: Mapping[str, Any] | None = None) -> None:
         """Load the key groups of `snapshot` that this backend owns; others are ignored.
 
         Either backend may have written it. Entries of operator-internal kinds (timers, panes) are
         left to their operators. May be called several times (rescaling merges the snapshots of
-        several old subtasks); an entry overwrites the same (state, key, namespace).
+        several old subtasks); an entry overwrites the same (state, key, namespace). `meta` is
+        what the snapshot recorded of its types (see `restore_meta`).
         """
+        self.restore_meta(meta)
         rng = self.key_group_range
         with gc_paused():
             for kg, states in snapshot.items():

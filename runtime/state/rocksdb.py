@@ -29,6 +29,7 @@ from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
 from runtime.state.changelog import ChangelogOptions, StateChangelog, encode_log, merge_logs
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_state, loads_value
+from runtime.state.type_descriptions import KeyTypeTracker
 
 _HDR = struct.Struct(">HH")
 NATIVE_FORMAT = "rocksdb-native-v1"  # a native checkpoint: the files of a RocksDB checkpoint + catalog
@@ -76,18 +77,25 @@ def _split_keys(raw_keys: list[bytes]) -> tuple[list[Any], list[Any]]:
 
 
 class _EncodeCache:
-    """Encoding a key costs Python work per call; the current key/namespace repeat a lot."""
+    """Encoding a key costs Python work per call; the current key/namespace repeat a lot.
 
-    __slots__ = ("obj", "enc", "valid")
+    `tracker` (keys only) notes the type of each key encoded: native checkpoints never iterate
+    the keys, yet a snapshot records their types (see KeyedStateBackend.tracked_key_types).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("obj", "enc", "valid", "tracker")
+
+    def __init__(self, tracker: KeyTypeTracker | None = None) -> None:
         self.obj: Any = None
         self.enc = b""
         self.valid = False
+        self.tracker = tracker
 
     def __call__(self, obj: Any) -> bytes:
         if self.valid and (self.obj is obj or (type(self.obj) is type(obj) and self.obj == obj)):
             return self.enc
+        if self.tracker is not None:
+            self.tracker.add(obj)
         self.obj, self.enc, self.valid = obj, encode_key(obj), True
         return self.enc
 
@@ -132,7 +140,7 @@ class RocksDBStateTable(StateTable):
         self._b = backend
         self._db = backend._db
         self._sid = state_id
-        self._key_enc = _EncodeCache()
+        self._key_enc = _EncodeCache(backend._key_types)
         self._ns_enc = _EncodeCache()
         self.multi = kind in (StateKind.LIST, StateKind.MAP)
 
@@ -338,6 +346,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._db = Rdict(os.path.join(self._dir, "db"), opts)
         self._seq = 0
         self._closed = False
+        self._key_types = KeyTypeTracker()  # every table's key encoder notes its keys' types
         # incremental checkpoints: writes are logged, RocksDB is materialized now and then
         self._changelog = StateChangelog(changelog) if changelog is not None and changelog.enabled else None
 
@@ -400,6 +409,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 shutil.rmtree(cp_dir, ignore_errors=True)
 
         return supplier
+
+    def tracked_key_types(self) -> set[str]:
+        return set(self._key_types.types)
 
     def shared_checkpoints(self, checkpoint_id: int) -> list[int]:
         """Earlier checkpoints whose state files checkpoint `checkpoint_id`'s state builds on."""

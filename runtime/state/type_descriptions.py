@@ -193,7 +193,31 @@ def observed_key_types(keys: Iterable[Any]) -> set[str]:
 _field_classes = functools.partial(map, type)
 
 
+class KeyTypeTracker:
+    """The Python types of keys as they are written one by one (a backend whose snapshots do not
+    go through every key: RocksDB's native checkpoints). Cheap per key: a class seen before costs
+    one set lookup; composite keys are described each time (their fields decide)."""
+
+    __slots__ = ("_classes", "types")
+
+    def __init__(self) -> None:
+        self._classes: set[type] = set()
+        self.types: set[str] = set()
+
+    def add(self, key: Any) -> None:
+        t = type(key)
+        if t in self._classes:
+            return
+        name = _SCALAR_KEYS.get(t)
+        if name is None:
+            self.types.add(describe_key(key))
+            return
+        self._classes.add(t)
+        self.types.add(name)
+
+
 __all__ = [
+    "KeyTypeTracker",
     "PICKLED",
     "TypeDescription",
     "describe_key",

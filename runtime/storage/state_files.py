@@ -4,12 +4,17 @@ One Parquet file per task per checkpoint, under `<checkpoint_dir>/checkpoint_id=
 table is partitioned by `checkpoint_id`, so the files do not contain that column (Delta supplies it
 from the partition value); everything else is plain columns, so Spark SQL can read state:
 
-    operator_id, subtask, parallelism, kind ('keyed' | 'operator' | 'union' | 'meta'),
+    operator_id, subtask, parallelism, kind ('keyed' | 'operator' | 'union' | 'meta' | 'native' | 'state_meta'),
     key_group (null unless keyed), state_name, state_kind, seq (order of list items),
     key_{long,string,bytes,tuple}, namespace_{long,string,bytes}, value_{long,double,string,bytes,tuple}
 
 Each of key / namespace / value goes to exactly one of its columns (`runtime.storage.state_columns`):
 ints, strings, floats (values) and plain tuples typed, None to none, anything else pickled.
+
+Each keyed operator's rows end with one 'state_meta' row (value_string: JSON) recording what its
+state's types are: each state's kind and declared type, the declared key type and the Python types
+of the keys (Flink: the StateMetaInfoSnapshots and key serializer at the head of a keyed state
+handle). A restore merges the rows of every old subtask (`merge_state_meta`) and checks them.
 
 pyarrow and numpy only: TaskManagers import this module, and only storage/'s Delta code imports
 deltalake (runtime.storage.checkpoint_store commits these files).
@@ -36,7 +41,7 @@ import pyarrow.parquet as pq
 
 from runtime.core.gc_pause import gc_paused
 from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, OperatorSnapshot, StateEntries, StateInitializationContext
-from runtime.core.errors import StorageError
+from runtime.core.errors import CorruptStateError, StorageError
 from runtime.core.keygroups import KeyGroupRange
 from runtime.rpc.messages import StateFileHandle
 from runtime.storage import state_columns as columns
@@ -49,6 +54,8 @@ KIND_OPERATOR = "operator"
 KIND_UNION = "union"
 KIND_META = "meta"
 KIND_NATIVE = "native"  # a file of a backend's native checkpoint (value_bytes); state_name = file name
+KIND_STATE_META = "state_meta"  # an operator's recorded state and key types (value_string: JSON)
+STATE_META_NAME = "__state_meta__"
 NATIVE_CATALOG = "__catalog__"  # the native row whose value_bytes is the bundle's catalog (JSON)
 NATIVE_CHANGELOG = NATIVE_CHANGELOG_FILE  # an incremental checkpoint's log (runtime.state.changelog)
 # native rows of an incremental checkpoint carry the id of the checkpoint that wrote them in
@@ -203,10 +210,9 @@ class _Batch:
         return pa.RecordBatch.from_arrays(cols, schema=_WRITE_SCHEMA)
 
 
-def _segments(op_id: str, snap: OperatorSnapshot) -> Iterator[tuple[_Segment, Iterable[tuple[Any, Any]], Iterable[Any]]]:
+def _segments(op_id: str, snap: OperatorSnapshot, keyed: KeyedSnapshot) -> Iterator[tuple[_Segment, Iterable[tuple[Any, Any]], Iterable[Any]]]:
     """One operator's rows as segments with their (key, namespace) pairs and values: keyed entries
-    by key group, then list items."""
-    keyed: KeyedSnapshot = snap.materialize_keyed() or {}
+    by key group (`keyed`: the materialized snap.keyed), then list items."""
     for kg in sorted(keyed):  # sorted: row-group statistics on key_group then prune well
         for name, (state_kind, entries) in keyed[kg].items():
             if entries:
@@ -230,7 +236,8 @@ def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, Oper
         if op_id == META_OPERATOR_ID:
             raise StorageError(f"operator id {META_OPERATOR_ID!r} is reserved for checkpoint metadata; give the operator another uid")
         rows = 0
-        for seg, pairs, values in _segments(op_id, snap):
+        keyed: KeyedSnapshot = snap.materialize_keyed() or {}
+        for seg, pairs, values in _segments(op_id, snap, keyed):
             pairs_it, values_it = iter(pairs), iter(values)
             done = 0
             while done < seg.count:  # a segment larger than the room left is sliced
@@ -245,6 +252,14 @@ def _build_table(subtask_index: int, parallelism: int, snapshots: dict[str, Oper
         if native is not None:
             batches.append(_native_batch(op_id, native, subtask_index, parallelism))
             rows += 1
+        meta = snap.materialize_state_meta(keyed) if rows else None  # types of state that is there
+        if meta is not None:
+            seg = _Segment(op_id, KIND_STATE_META, None, STATE_META_NAME, "json", 1)
+            batch.add(seg, [_NO_KEY], [json.dumps(meta, sort_keys=True)])
+            rows += 1
+            if len(batch.values) >= batch_rows:
+                batches.append(batch.encode(subtask_index, parallelism))
+                batch = _Batch()
         if rows:
             operator_ids.append(op_id)
     if batch.values:
@@ -287,7 +302,7 @@ def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
         files = dict(by_checkpoint[newest])
         raw = files.pop(NATIVE_CATALOG, None)
         if raw is None:
-            raise StorageError(f"native state of subtask {sub} has no catalog row: the checkpoint is damaged")
+            raise CorruptStateError(f"native state of subtask {sub} has no catalog row: the checkpoint is damaged")
         catalog = json.loads(raw)
         chain = [int(c) for c in catalog.get("chain") or []]
         if len(chain) <= 1:  # a full checkpoint: its own files
@@ -297,7 +312,7 @@ def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
         def rows_of(cid: int, sub: int = sub, by_checkpoint: dict = by_checkpoint) -> dict[str, bytes]:
             found = by_checkpoint.get(cid)
             if found is None:
-                raise StorageError(
+                raise CorruptStateError(
                     f"native state of subtask {sub} builds on checkpoint {cid} (chain {chain}), whose files are not among "
                     "the checkpoint's files: the checkpoint is damaged"
                 )
@@ -306,7 +321,7 @@ def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
         base = {n: b for n, b in rows_of(chain[0]).items() if n not in (NATIVE_CATALOG, NATIVE_CHANGELOG)}
         logs = [rows_of(cid).get(NATIVE_CHANGELOG) for cid in chain[1:]]
         if any(log is None for log in logs):
-            raise StorageError(f"native state of subtask {sub}: a checkpoint of chain {chain} has no log row: the checkpoint is damaged")
+            raise CorruptStateError(f"native state of subtask {sub}: a checkpoint of chain {chain} has no log row: the checkpoint is damaged")
         out.append(NativeStateBundle(catalog, base, checkpoint_id=newest, changelogs=logs))  # type: ignore[arg-type]
     return out
 
@@ -377,11 +392,11 @@ def read_metadata(path: str) -> bytes:
     try:
         table = pq.read_table(full, filesystem=fs, columns=["kind", "value_bytes"], filters=pc.field("kind") == KIND_META)
     except FileNotFoundError as e:
-        raise StorageError(f"checkpoint metadata file {path} is missing: {e}") from e
+        raise CorruptStateError(f"checkpoint metadata file {path} is missing: {e}") from e
     except Exception as e:  # noqa: BLE001 - pyarrow raises OSError / ArrowInvalid for damaged files
-        raise StorageError(f"checkpoint metadata file {path} cannot be read: {e}") from e
+        raise CorruptStateError(f"checkpoint metadata file {path} cannot be read: {e}") from e
     if table.num_rows != 1:
-        raise StorageError(f"checkpoint metadata file {path} has {table.num_rows} 'meta' rows, expected exactly 1")
+        raise CorruptStateError(f"checkpoint metadata file {path} has {table.num_rows} 'meta' rows, expected exactly 1")
     return table.column("value_bytes")[0].as_py()
 
 
@@ -397,7 +412,7 @@ def _open_dataset(checkpoint_dir: str, files: list[str], operator_id: str) -> ds
     infos = fs.get_file_info(paths)
     missing = [f for f, info in zip(files, infos) if info.type == pafs.FileType.NotFound]
     if missing:
-        raise StorageError(
+        raise CorruptStateError(
             f"state file {missing[0]!r} of checkpoint {_checkpoint_of(missing[0])} is missing under {checkpoint_dir} "
             f"(needed by operator {operator_id!r}{f'; {len(missing) - 1} more missing' if len(missing) > 1 else ''}); "
             "the checkpoint is damaged: restore from another checkpoint or savepoint"
@@ -525,9 +540,67 @@ def read_operator_state(
         )
         lists = dataset.to_table(filter=mine & f("kind").isin([KIND_OPERATOR, KIND_UNION]), columns=_LIST_COLUMNS)
         native = dataset.to_table(filter=mine & (f("kind") == KIND_NATIVE), columns=NATIVE_COLUMNS)
+        meta = dataset.to_table(filter=mine & (f("kind") == KIND_STATE_META), columns=["value_string"])
     except Exception as e:  # noqa: BLE001 - damaged or foreign files
-        raise StorageError(f"reading state of {where} failed: {e}") from e
+        raise _unreadable(checkpoint_dir, list(dict.fromkeys(files)), where, e) from e
     ctx.native = native_bundles(native) if native.num_rows else []
     ctx.keyed = _keyed_from(keyed)
     ctx.operator_lists, ctx.union_lists = _lists_from(lists, subtask_index, parallelism)
+    ctx.state_meta = merge_state_meta(_json_rows(meta.column("value_string").to_pylist(), where))
     return ctx
+
+
+def _unreadable(checkpoint_dir: str, files: list[str], where: str, error: Exception) -> StorageError:
+    """The error for state files that could not be read, naming the file at fault.
+
+    A file that is damaged (truncated, not Parquet, not ours), or a local file that cannot be
+    read, is a CorruptStateError: non-recoverable, since a restart would read the same bytes. An
+    I/O error on a remote filesystem (an object store) may pass: a StorageError, restarted as
+    the restart strategy says.
+    """
+    fs, root = resolve_filesystem(checkpoint_dir)
+    remote = "://" in checkpoint_dir and not checkpoint_dir.startswith("file://")
+    for rel in files:  # the error path only: find the file at fault by reading each one
+        try:
+            pq.read_table(_join(root, rel), filesystem=fs)
+        except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ... for damaged files
+            transient = remote and isinstance(e, OSError) and not isinstance(e, (FileNotFoundError, PermissionError))
+            cls = StorageError if transient else CorruptStateError
+            return cls(
+                f"state file {_join(root, rel)} (checkpoint {_checkpoint_of(rel)}, state of {where}) cannot be read: "
+                f"{type(e).__name__}: {e}. "
+                + ("It may be a passing I/O error." if transient else
+                   "The savepoint or checkpoint is damaged (truncated or overwritten?): restore from another savepoint or checkpoint.")
+            )
+    return StorageError(f"reading state of {where} failed: {type(error).__name__}: {error}")
+
+
+def _json_rows(values: list[Any], where: str) -> list[dict[str, Any]]:
+    out = []
+    for v in values:
+        try:
+            out.append(json.loads(v))
+        except (TypeError, ValueError) as e:
+            raise CorruptStateError(f"the recorded state types of {where} are not valid JSON ({e}): the state file is damaged") from e
+    return out
+
+
+def merge_state_meta(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """One operator's 'state_meta' records of several old subtasks (or chained checkpoints) as
+    one: the first known type of each state and of the declared key, the union of the key types
+    seen. None when there is no record (files written before types were recorded)."""
+    out: dict[str, Any] | None = None
+    for r in records:
+        if out is None:
+            out = {"key": {"declared": None, "observed": None}, "states": {}}
+        key = r.get("key") or {}
+        if out["key"]["declared"] is None:
+            out["key"]["declared"] = key.get("declared")
+        if key.get("observed") is not None:
+            out["key"]["observed"] = sorted(set(out["key"]["observed"] or ()) | set(key["observed"]))
+        for name, info in (r.get("states") or {}).items():
+            info = info or {}
+            cur = out["states"].setdefault(name, {"kind": info.get("kind"), "type": None})
+            if cur["type"] is None:
+                cur["type"] = info.get("type")
+    return out

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from runtime.core.errors import StorageError
 from runtime.storage import state_columns as columns
 from runtime.storage.checkpoint_store import CheckpointMetadata, CheckpointStore
-from runtime.storage.state_files import KIND_KEYED, KIND_NATIVE, NATIVE_CATALOG, NATIVE_COLUMNS, _build_table, _open_dataset, native_bundles
+from runtime.storage.state_files import KIND_KEYED, KIND_NATIVE, KIND_STATE_META, NATIVE_CATALOG, NATIVE_COLUMNS, _build_table, _open_dataset, native_bundles
 
 PHYSICAL = {prefix: [f"{prefix}_{s}" for s in columns.SUFFIXES] for prefix in ("key", "namespace", "value")}
 
@@ -72,7 +72,8 @@ def list_operators(path: str, checkpoint_id: int | None = None) -> list[Operator
         return []
     dataset = _open_dataset(path, files, "*")
     f = pc.field
-    t = dataset.to_table(columns=["operator_id", "state_name", "state_kind"], filter=f("kind") != KIND_NATIVE)
+    # entries only: native files are counted below, the recorded types are not state
+    t = dataset.to_table(columns=["operator_id", "state_name", "state_kind"], filter=~f("kind").isin([KIND_NATIVE, KIND_STATE_META]))
     t = pa.table({c: t.column(c).cast(pa.string()) for c in t.column_names})
     grouped = t.group_by(["operator_id", "state_name", "state_kind"]).aggregate([([], "count_all")]).to_pylist()
     out: dict[str, OperatorStateInfo] = {}

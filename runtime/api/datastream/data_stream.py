@@ -378,6 +378,8 @@ class DataStream:
 
     # -- building blocks -------------------------------------------------------------------------
     def _one_input(self, name: str, factory: Callable[[], Any], output_type: Any = None, keyed: bool = False) -> "DataStream":
+        if keyed:
+            factory = _declaring_key_type(factory, getattr(self, "_key_type", None))
         t = OneInputTransformation(name=name, input=self._t, operator_factory=factory, output_type=output_type, keyed=keyed)
         return DataStream(self._env, t)
 
@@ -692,6 +694,16 @@ class DataStreamSink:
 
 
 # -- KeyedStream ------------------------------------------------------------------------------------
+
+
+def _declaring_key_type(factory: Callable[[], Any], key_type: Any) -> Callable[[], Any]:
+    """The keyed operator's factory, telling the operator the declared key type (snapshots record
+    it and a restore checks it); unchanged when key_by() declared none."""
+    if key_type is None:
+        return factory
+    from runtime.api.operators.runtime_context import with_declared_key_type
+
+    return functools.partial(with_declared_key_type, factory, key_type)
 
 
 class KeyedStream(DataStream):
@@ -1026,7 +1038,7 @@ class BroadcastConnectedStream:
         if keyed:
             if not isinstance(func, KeyedBroadcastProcessFunction):
                 raise InvalidProgramError(f"process(): a keyed stream connected to a broadcast stream needs a KeyedBroadcastProcessFunction, got {_type_name(func)}")
-            factory = functools.partial(KeyedBroadcastProcessOperator, stream._key_selector, func, descriptors)
+            factory = _declaring_key_type(functools.partial(KeyedBroadcastProcessOperator, stream._key_selector, func, descriptors), stream._key_type)
         else:
             if not isinstance(func, BroadcastProcessFunction):
                 hint = "; key the stream first (key_by)" if isinstance(func, KeyedBroadcastProcessFunction) else ""
@@ -1068,7 +1080,8 @@ class ConnectedStreams:
 
         ks1 = self.stream1._key_selector  # type: ignore[attr-defined]
         ks2 = self.stream2._key_selector  # type: ignore[attr-defined]
-        return self._two_input(name, functools.partial(KeyedCoProcessOperator, ks1, ks2, fn), output_type, True)
+        factory = _declaring_key_type(functools.partial(KeyedCoProcessOperator, ks1, ks2, fn), getattr(self.stream1, "_key_type", None))
+        return self._two_input(name, factory, output_type, True)
 
     def _co_map(self, kind: str, func: Any, output_type: Any) -> DataStream:
         """map / flat_map: a Co(Flat)MapFunction, run as a KeyedCoProcessFunction when both inputs are keyed."""

@@ -9,6 +9,7 @@ implements the checkpoint contract (`snapshot_state` / `initialize_state`) per k
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -19,11 +20,12 @@ from runtime.core.keygroups import assign_to_key_groups
 from runtime.core.keys import KeyExtractor, int_key_array
 from runtime.core.records import ObjectBatch, RecordBatch, Watermark
 from runtime.api.operators.base import OperatorContext, StreamOperator
-from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext, snapshot_is_canonical
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateEntries, StateInitializationContext, snapshot_is_canonical
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
 from runtime.state.backend import TIMER_KIND
 from runtime.state.changelog import ChangelogOptions
 from runtime.state.timers import InternalTimerService, Triggerable
+from runtime.state.type_descriptions import observed_key_types
 
 STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
 """OperatorContext.config keys naming the backend ("hashmap" default, or "rocksdb")."""
@@ -121,8 +123,32 @@ def emit_objects(emit: Callable[[ObjectBatch], None], vals: list[Any], tss: list
             start = i
 
 
+def _key_types_of(snapshot: KeyedSnapshot) -> set[str]:
+    """The Python types of every key in a keyed snapshot (state entries and timers alike)."""
+    keys: list[Any] = []
+    for states in snapshot.values():
+        for _kind, entries in states.values():
+            pairs = entries.pairs if isinstance(entries, StateEntries) else entries
+            keys.extend(map(_FIRST, pairs))
+    return observed_key_types(keys) if keys else set()
+
+
+_FIRST = operator.itemgetter(0)
+
+
+def with_declared_key_type(factory: Callable[[], Any], key_type: Any) -> Any:
+    """An operator factory whose keyed operator knows the declared key type (key_by(..., key_type))."""
+    op = factory()
+    op.declared_key_type = key_type
+    return op
+
+
 class AbstractKeyedOperator(StreamOperator):
     """Keyed state + timers + batched output for one-batch-in, one-batch-out keyed operators."""
+
+    # the key type the program declared (key_by(..., key_type=...)); set on the instance by the
+    # DataStream API. Snapshots record it and a restore checks it against the snapshot's keys
+    declared_key_type: Any = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -148,6 +174,9 @@ class AbstractKeyedOperator(StreamOperator):
             kind, ctx.key_group_range, ctx.max_parallelism, op_id, local_dir=ctx.config.get(ROCKSDB_LOCAL_DIR_KEY),
             changelog=ChangelogOptions.from_config(ctx.config),
         )
+        self.keyed_state_backend.operator_label = f"'{ctx.operator_name}'" + (f" (uid '{ctx.uid}')" if ctx.uid else "")
+        if self.declared_key_type is not None:
+            self.keyed_state_backend.declare_key_type(self.declared_key_type)
         self.runtime_context = StreamingRuntimeContext(ctx, self.keyed_state_backend)
 
     def close(self) -> None:
@@ -175,6 +204,9 @@ class AbstractKeyedOperator(StreamOperator):
         """Keys as Python values, plus key groups when they can be computed vectorized."""
         keys = extractor.keys(batch)
         assert self.ctx is not None
+        backend = self.keyed_state_backend
+        if backend is not None and backend.restored_keys_unchecked:  # the first keys after a restore
+            backend.check_restored_keys(keys.tolist() if isinstance(keys, np.ndarray) else keys)
         if isinstance(keys, np.ndarray):
             kgs = assign_to_key_groups(keys, self.ctx.max_parallelism).tolist() if keys.dtype.kind in "iub" else None
             return keys.tolist(), kgs
@@ -244,7 +276,15 @@ class AbstractKeyedOperator(StreamOperator):
                     out.setdefault(kg, {}).update(states)
             return out
 
-        return OperatorSnapshot(keyed=keyed, native=native, shared_checkpoints=shared)
+        meta = backend.snapshot_meta()
+        tracked = backend.tracked_key_types()
+
+        def state_meta(snapshot: KeyedSnapshot) -> dict[str, Any]:
+            # the keys' types, from the keys the snapshot holds (asynchronous part: no cost per record)
+            meta["key"]["observed"] = sorted(tracked | _key_types_of(snapshot))
+            return meta
+
+        return OperatorSnapshot(keyed=keyed, native=native, shared_checkpoints=shared, state_meta=state_meta)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.keyed_state_backend is not None:
@@ -269,7 +309,7 @@ class AbstractKeyedOperator(StreamOperator):
                 mine.setdefault(kg, {}).update(states)
         if not mine:
             return
-        self.keyed_state_backend.restore_keyed(mine)
+        self.keyed_state_backend.restore_keyed(mine, context.state_meta)
         taken: set[str] = set()
         for svc in self._timer_services.values():
             svc.restore_keyed(mine)
