@@ -11,14 +11,17 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
 
 from pipelines.daily_totals import daily_events, running_totals
 from pipelines.jobs.daily_events import day_events, day_index, day_name, reference_totals
+from pipelines.jobs.running_totals import live_job_name
 from pipelines.live import millrace_restore_sensor, savepoint_live_jobs, start_live_running_totals_job, stop_live_with_savepoint
 from pipelines.savepoint_registry import SavepointRegistry
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
+from runtime.api.common.restart_strategy import RestartStrategies
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.core.states import JobStatus
 from runtime.storage.delta_read import read_table
 from tests.integration.cluster.conftest import SessionCluster
 from tests.running_totals_support import totals_by_user_day
@@ -79,7 +82,8 @@ def run_live_lifecycle(cluster: SessionCluster, tmp_path: Path) -> None:
     assert [e.partition for e in live_entries] == ["live-from-2026-01-03"] and Path(live_entries[0].path).is_dir()
 
     # a TaskManager dies: with no restarts left inside Millrace, the job FAILS
-    time.sleep(1.0)  # a few more checkpoints
+    completed = cluster.client().job_checkpoints(first_id).counts.completed
+    wait_until(lambda: cluster.client().job_checkpoints(first_id).counts.completed >= completed + 3, timeout=60, what="a few more checkpoints")
     before_kill = max(read_table(table, columns=["day"]).column("day").to_pylist())
     killed = {tm.id for tm in cluster.client().task_managers()}
     for tm in cluster.client().task_managers():
@@ -133,16 +137,34 @@ def run_live_lifecycle(cluster: SessionCluster, tmp_path: Path) -> None:
         assert {u for u, d in seen if d == day} == set(day_events(day, N)["user_id"].tolist()), day
 
 
+def _poisoned(x: int) -> int:
+    raise ValueError(f"injected failure at record {x}")
+
+
+def _failed_live_job(cluster: SessionCluster, start_day: str) -> str:
+    """A job named as the live job from `start_day` that FAILS at its first record (no restarts)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    env.from_collection([1, 2, 3]).map(_poisoned).name("poisoned").print()
+    client = cluster.client()
+    job_id = client.submit_job(env.get_job_graph(live_job_name(start_day)))
+    wait_until(lambda: _live(cluster).get(job_id, {}).get("state") == "FAILED", timeout=60, what=f"job {job_id} to fail")
+    return job_id
+
+
 def test_the_restore_sensor_gives_up_after_three_restarts_in_an_hour(cluster: SessionCluster, tmp_path: Path) -> None:
     resources = {
         "millrace_session": MillraceClusterResource(mode="session", cluster_file=str(cluster.home), spark=SparkResource()),
         "warehouse": DeltaWarehouseResource(base_path=str(tmp_path)),
     }
-    failed = [j for j in _live(cluster).values() if j["state"] == "FAILED"]
-    if not failed:
-        pytest.skip("needs the failed live job of the test before")
+    # whatever the test before left (it cancels its live jobs when it fails), nothing live is running
+    wait_until(lambda: all(JobStatus(j["state"]).is_globally_terminal for j in _live(cluster).values()), timeout=60, what="no live job running")
+    failed = _failed_live_job(cluster, "2026-01-09")
     now = time.time()
     with build_sensor_context(instance=DagsterInstance.ephemeral(), resources=resources,
                               cursor=json.dumps({"handled": [], "restarts": [now - 10, now - 20, now - 30]})) as ctx:
         out = millrace_restore_sensor(ctx)
-    assert isinstance(out, SkipReason) and "restart limit" in out.skip_message
+        cursor = json.loads(ctx.cursor)
+    assert isinstance(out, SkipReason) and "restart limit" in out.skip_message, out
+    assert failed in cursor["handled"]  # given up on: not looked at again
