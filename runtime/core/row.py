@@ -198,8 +198,8 @@ class Row:
         return hash((self._fields, tuple(self._values)))
 
     def __repr__(self) -> str:
-        if self._fields is None:
-            return "Row(" + ", ".join(repr(v) for v in self._values) + ")"
+        if self._fields is None:  # PyFlink's Row.__repr__ for a row without field names
+            return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"
         return "Row(" + ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, self._values)) + ")"
 
     def __reduce__(self):

@@ -562,7 +562,7 @@ class DataStream:
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
         from runtime.api.connectors.print import PrintSink
 
-        return self.sink_to(PrintSink(sink_identifier))
+        return self.sink_to(PrintSink(sink_identifier, type_info=self._t.output_type))  # PyFlink prints by type
 
     def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
         """Run the job and return its results: a CloseableIterator, or a list of at most `limit`

@@ -88,20 +88,38 @@ def test_print_sink_prefix(capsys):
     assert capsys.readouterr().out == "sink:1> 1\n"
 
 
-def test_print_shows_rows_as_flinks_row_to_string_and_the_rest_as_python_does(capsys):
+def test_print_shows_each_stream_type_as_pyflink_does(capsys):
+    """ROW streams through Python's str() per field, TUPLE and the other types through Java's toString,
+    untyped streams as str() (the golden outputs of PyFlink itself: tests/integration/api/test_print_golden.py)."""
+    from runtime.api.common import Types
     from runtime.core.row import Row
 
-    rows = [
-        Row(name="Alice", age=1, score=None, ok=True, tags=["a", "b"], inner=Row(1, "x")),
-        Row(1.0, 1e7, 1.5e-5, -2.5e20, 0.001, float("nan"), {"k": 2}),
-        ("a", 1), "plain", None,
-    ]
-    run_one_input(PrintSinkOperator(), [obj(rows)])
-    assert capsys.readouterr().out.splitlines() == [
-        "+I[Alice, 1, null, true, [a, b], +I[1, x]]",
-        "+I[1.0, 1.0E7, 1.5E-5, -2.5E20, 0.001, NaN, {k=2}]",
-        "('a', 1)", "plain", "None",
-    ]
+    named = Types.ROW_NAMED(["name", "age", "score", "ok", "tags", "inner"],
+                            [Types.STRING(), Types.INT(), Types.DOUBLE(), Types.BOOLEAN(), Types.LIST(Types.STRING()),
+                             Types.ROW([Types.INT(), Types.STRING()])])
+    row = Row(name="Alice", age=1, score=None, ok=True, tags=["a", "b"], inner=Row(1, "x"))
+    run_one_input(PrintSinkOperator(type_info=named), [obj([row])])
+    assert capsys.readouterr().out == "+I[Alice,1,None,True,['a', 'b'],Row(f0=1, f1='x')]\n"
+    floats = Types.TUPLE([Types.DOUBLE(), Types.DOUBLE(), Types.FLOAT(), Types.MAP(Types.STRING(), Types.INT()),
+                          Types.ROW([Types.INT(), Types.STRING()])])
+    run_one_input(PrintSinkOperator(type_info=floats), [obj([(1e7, float("nan"), 0.1, {"k": 2}, Row(None, "x"))])])
+    assert capsys.readouterr().out == "(1.0E7,NaN,0.1,{k=2},+I[null, x])\n"
+    run_one_input(PrintSinkOperator(type_info=Types.BOOLEAN()), [obj([True, False])])
+    assert capsys.readouterr().out == "true\nfalse\n"
+    run_one_input(PrintSinkOperator(), [obj([("a", 1), Row(1, "a"), "plain", None])])
+    assert capsys.readouterr().out.splitlines() == ["('a', 1)", "<Row(1, 'a')>", "plain", "None"]
+
+
+def test_java_number_and_map_formats() -> None:
+    """Java 17's Double/Float.toString (not always the shortest digits) and HashMap's iteration order."""
+    from runtime.api.common import Types
+    from runtime.api.connectors.print_format import java_double, java_float, java_hash_map_order
+
+    assert [java_double(v) for v in (1.0, 0.001, 1e-4, 1e7, 9999999.0, 5e-324, -0.0, 2.0 ** 62, 1e23)] == [
+        "1.0", "0.001", "1.0E-4", "1.0E7", "9999999.0", "4.9E-324", "-0.0", "4.6116860184273879E18", "9.999999999999999E22"]
+    assert [java_float(v) for v in (0.1, 123456789.125, 2.0 ** 53, 1e39)] == ["0.1", "1.23456792E8", "9.0071993E15", "Infinity"]
+    items = [(k, None) for k in ("a", "Aa", "BB", "b")]
+    assert [k for k, _ in java_hash_map_order(items, Types.STRING())] == ["BB", "Aa", "a", "b"]
 
 
 def test_stdout_forwarder_ships_everything_in_order_and_forward_waits_for_it():
