@@ -6,9 +6,12 @@ group by user and 1 s window, count and sum, write Delta). Each configuration ru
 (JIT, imports, TaskManager launch) on --events/10, then is timed on --events; Millrace's cluster is
 closed before Spark's job runs, so the TaskManagers hold no executor core then. `seconds` is the
 client's wall time from building the program to its committed Delta output, for both. Every output is
-checked against the plain-Python reference. Prints one JSON line per configuration, then the ratio:
+checked against the plain-Python reference (`verified`). CPU: the JobManager (this process, also the
+Spark driver), the TaskManagers, and the Spark JVM with its Python daemons ("spark"), for Spark's
+job the driver and the JVM; `cpu_s_per_million_events` adds them all. Prints one JSON line per
+configuration, then the ratio:
 
-    {"name", "events", "seconds", "events_per_s"}
+    {"name", "events", "seconds", "events_per_s", "verified", "jm_cpu_s", "tm_cpu_s", "spark_cpu_s", "cpu_s_per_million_events"}
     {"batch_vs_spark": <Spark seconds / Millrace batch seconds>}
 
     .venv/bin/python benchmarks/batch.py [--events 2000000] [--parallelism 2]
@@ -19,11 +22,13 @@ import argparse
 import json
 import logging
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from measure import CpuMeter, check_windowed_sum, emit, require, windowed_sum_reference
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
 from runtime.api.datastream import StreamExecutionEnvironment
@@ -40,7 +45,7 @@ def millrace_job(cluster: MiniCluster, mode: str, parallelism: int, events: int,
     windowed_sum.build(env, events, str(out))
     result = cluster.submit(env.get_job_graph(f"windowed_sum-{mode.lower()}")).get_job_execution_result(timeout=1800)
     if result.status.value != "FINISHED":
-        raise RuntimeError(f"{mode} run ended {result.status.value}: {result.failure}")
+        raise RuntimeError(f"{mode} run ended {result.status.value}")
     return time.perf_counter() - start
 
 
@@ -64,27 +69,23 @@ def spark_job(spark: Any, events: int, out: Path, partitions: int) -> float:
     return time.perf_counter() - start
 
 
-def check(path: Path, events: int) -> None:
-    from deltalake import DeltaTable
-
-    t = DeltaTable(str(path)).to_pyarrow_table()
-    got = {(u, w): (c, s) for u, w, c, s in zip(*(t.column(n).to_pylist() for n in windowed_sum.OUTPUT_COLUMNS))}
-    if len(got) != t.num_rows or got != windowed_sum.reference(events):
-        raise RuntimeError(f"{path}: the output differs from the reference")
-
-
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--no-check", action="store_true", help="skip the comparison with the plain-Python reference")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
+    windowed_sum_reference(args.events)  # for the checks, outside every timed span
     spark = build_spark_session(SparkSessionConfig(master=f"local[{args.parallelism + 1}]", app_name="millrace-batch-bench"))
     spark.sparkContext.setLogLevel("ERROR")
-    results: dict[str, float] = {}
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, seconds: float, cpu: CpuMeter, out: Path) -> None:
+        rows.append(emit({"name": name, "events": args.events, "seconds": round(seconds, 3), "events_per_s": round(args.events / seconds),
+                          **check_windowed_sum(str(out), args.events), **cpu.fields(args.events)}))
+
     tmp = Path(tempfile.mkdtemp(prefix="millrace-batch-bench-"))
     try:
         with MiniCluster(MiniClusterConfig(provider="spark", tm_log_level="WARNING"), spark=spark) as cluster:
@@ -92,23 +93,23 @@ def main() -> None:
                 out = tmp / f"millrace-{mode.lower()}"
                 millrace_job(cluster, mode, args.parallelism, max(1, args.events // 10), out, tmp / "blocking")  # warm-up
                 shutil.rmtree(out, ignore_errors=True)
-                results[f"millrace_{mode.lower()}"] = millrace_job(cluster, mode, args.parallelism, args.events, out, tmp / "blocking")
-                if not args.no_check:
-                    check(out, args.events)
+                with CpuMeter.for_cluster(cluster, spark=True) as cpu:
+                    seconds = millrace_job(cluster, mode, args.parallelism, args.events, out, tmp / "blocking")
+                row(f"millrace_{mode.lower()}", seconds, cpu, out)
         out = tmp / "spark"
         spark_job(spark, max(1, args.events // 10), out, args.parallelism)  # warm-up
         shutil.rmtree(out, ignore_errors=True)
-        results["spark_dataframe"] = spark_job(spark, args.events, out, args.parallelism)
-        if not args.no_check:
-            check(out, args.events)
+        with CpuMeter.process_tree() as cpu:
+            seconds = spark_job(spark, args.events, out, args.parallelism)
+        row("spark_dataframe", seconds, cpu, out)
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    for name, seconds in results.items():
-        print(json.dumps({"name": name, "events": args.events, "seconds": round(seconds, 3), "events_per_s": round(args.events / seconds)}), flush=True)
-    print(json.dumps({"batch_vs_spark": round(results["spark_dataframe"] / results["millrace_batch"], 2),
-                      "batch_vs_streaming": round(results["millrace_streaming"] / results["millrace_batch"], 2)}), flush=True)
+    by = {r["name"]: r["seconds"] for r in rows}
+    print(json.dumps({"batch_vs_spark": round(by["spark_dataframe"] / by["millrace_batch"], 2),
+                      "batch_vs_streaming": round(by["millrace_streaming"] / by["millrace_batch"], 2)}), flush=True)
+    return require(rows)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

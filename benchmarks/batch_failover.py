@@ -28,7 +28,8 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # chaos.py beside it, also when loaded by a test
-from chaos import _details, chaos_cluster, check_output  # noqa: E402
+from chaos import _details, chaos_cluster  # noqa: E402
+from measure import CpuMeter, check_windowed_sum  # noqa: E402
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
 from runtime.api.datastream import StreamExecutionEnvironment
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
         env.set_parallelism(args.parallelism)
         windowed_sum.build(env, args.events, args.output, per_record=args.per_record)
         start = time.monotonic()
+        cpu = CpuMeter.for_cluster(cluster).__enter__()
         client = cluster.submit(env.get_job_graph("windowed_sum-batch-failover"))
         killed: str | None = None
         while killed is None and client.get_job_status() not in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
             log.warning("killed TaskManager %s (pid %d) running consumer subtask %d", victim.tm_id, victim.pid, running[0].subtask_index)
         result = client.get_job_execution_result(timeout=900)
         seconds = time.monotonic() - start
+        cpu.__exit__(None, None, None)
         details = _details(cluster, client.job_id)
         producers = details.vertices[0].subtasks  # the source stage, then the window stage
         consumers = [s for v in details.vertices[1:] for s in v.subtasks]
@@ -77,13 +80,14 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
             "producer_attempts": sum(s.attempt_number + 1 for s in producers),
             "consumer_subtasks": len(consumers),
             "consumer_attempts": sum(s.attempt_number + 1 for s in consumers),
-            **check_output(args.output, args.events),
+            **check_windowed_sum(args.output, args.events),
             "seconds": round(seconds, 2),
             "killed_task_manager": killed,
             # the killed TaskManager had run a producer: its output was read from Delta afterwards
             "killed_a_producers_task_manager": any(s.tm_id == killed for s in producers),
             "status": result.status.value,
             "blocking_results_left": os.path.exists(os.path.join(args.output + "-blocking", client.job_id)),
+            **cpu.fields(args.events),
         }
 
 
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = (
         out["status"] == "FINISHED" and out["producer_attempts"] == out["producer_subtasks"]
         and out["consumer_attempts"] > out["consumer_subtasks"]
-        and not (out["duplicate_keys"] or out["missing_keys"] or out["wrong_values"])
+        and out["verified"]
     )
     return 0 if ok else 1
 

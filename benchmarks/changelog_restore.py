@@ -7,7 +7,11 @@ length in --logs, the restore path a task runs (read its state files, then the e
 groups out of base + logs) is timed, side by side with the full checkpoint alone (0 logs, the
 baseline). Prints one JSON line per chain:
 
-    {"logs", "files", "checkpoint_bytes", "read_s", "apply_and_read_s", "restore_s", "entries"}
+    {"logs", "files", "checkpoint_bytes", "read_s", "apply_and_read_s", "restore_s", "entries", "verified",
+     "jm_cpu_s", "tm_cpu_s", "cpu_s_per_million_events"}
+
+The restore runs in this process (as in a TaskManager): its CPU is tm_cpu_s, per million entries
+restored. `verified`: every key came back with the sum of all the writes logged for it.
 
     .venv/bin/python benchmarks/changelog_restore.py [--keys 1000000] [--logs 0,14,58] [--writes-per-log 270000]
 
@@ -19,9 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 
+from measure import CpuMeter
 from runtime.api.datastream.state import ReducingStateDescriptor
 from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.keygroups import KeyGroupRange
@@ -32,7 +38,7 @@ from runtime.storage.state_files import read_operator_state, write_state_file
 MAX_P = 128
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--logs", default="0,14,58")
@@ -45,6 +51,7 @@ def main() -> None:
         backend = RocksDBKeyedStateBackend(rng, MAX_P, "op", changelog=never)
         total = backend.get_partitioned_state(ReducingStateDescriptor("sum", lambda a, c: (a[0], a[1] + c[1])))
         paths: dict[int, str] = {}
+        ok = True
         written = 0
         for cid in range(1, chains[-1] + 2):
             for _ in range(args.keys if cid == 1 else args.writes_per_log):
@@ -60,11 +67,16 @@ def main() -> None:
             backend.notify_checkpoint_complete(cid)
             if cid - 1 in chains:
                 files = [paths[c] for c in shared] + [handle.path]
-                t0 = time.perf_counter()
-                ctx = read_operator_state(root, files, "op", rng, 0, 1)
-                t1 = time.perf_counter()
-                keyed = native_to_keyed(ctx.native, rng)
-                t2 = time.perf_counter()
+                with CpuMeter({"tm": lambda: (os.getpid(),)}) as cpu:
+                    t0 = time.perf_counter()
+                    ctx = read_operator_state(root, files, "op", rng, 0, 1)
+                    t1 = time.perf_counter()
+                    keyed = native_to_keyed(ctx.native, rng)
+                    t2 = time.perf_counter()
+                sums = {k: v[1] for states in keyed.values() for _, e in states.values() for k, _ns, v in e}
+                # key k got one write per round of the key space: written // keys, plus one if k < written % keys
+                verified = len(sums) == args.keys and all(v == written // args.keys + (k < written % args.keys) for k, v in sums.items())
+                ok &= verified
                 print(json.dumps({
                     "logs": cid - 1,
                     "files": len(files),
@@ -72,10 +84,13 @@ def main() -> None:
                     "read_s": round(t1 - t0, 3),
                     "apply_and_read_s": round(t2 - t1, 3),
                     "restore_s": round(t2 - t0, 3),
-                    "entries": sum(len(e) for states in keyed.values() for _, e in states.values()),
+                    "entries": len(sums),
+                    "verified": verified,
+                    **cpu.fields(len(sums)),
                 }), flush=True)
         backend.dispose()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

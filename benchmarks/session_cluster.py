@@ -8,7 +8,11 @@ Side by side in one run:
     on Spark executors per job, as `millrace run` without --cluster does), a few times.
   - replacement: a TaskManager's process is killed; time until the ResourceManager has a new one
     registered (the session keeps its minimum of TaskManagers).
-Prints one JSON line per measurement, then the medians.
+Prints one JSON line per measurement, then the medians. Each job's row carries the CPU seconds of
+the JobManager and TaskManager processes it took (session: the cluster's JobManager process; the
+embedded baseline: this process, and everything below it -- Spark's JVM and the TaskManagers -- as
+"spark"), and per million events
+(each job has 100 events, so that figure is per-job overhead, not throughput).
 
     .venv/bin/python benchmarks/session_cluster.py [--jobs 20] [--kills 3] [--provider spark|local]
 """
@@ -23,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import CpuMeter
 from runtime.api.common.typeinfo import Types
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.deploy.cluster_entrypoint import ClusterConfig
@@ -30,10 +35,13 @@ from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
 from runtime.deploy.remote import rest_client
 
 
+JOB_EVENTS = 100
+
+
 def small_job(parallelism: int):
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
-    env.from_collection(list(range(100)), type_info=Types.LONG()).map(lambda x: x * 2, output_type=Types.LONG()).key_by(lambda x: x % 3).reduce(lambda a, b: a + b).print()
+    env.from_collection(list(range(JOB_EVENTS)), type_info=Types.LONG()).map(lambda x: x * 2, output_type=Types.LONG()).key_by(lambda x: x % 3).reduce(lambda a, b: a + b).print()
     return env.get_job_graph("small job")
 
 
@@ -42,10 +50,11 @@ def _all_tasks_running_or_done(details: dict) -> bool:
     return bool(subtasks) and all(st["status"] in ("RUNNING", "FINISHED") for st in subtasks)
 
 
-def session_latencies(client, jobs: int, parallelism: int) -> list[dict]:
+def session_latencies(client, jobs: int, parallelism: int, jm_pid: int) -> list[dict]:
     out = []
     for i in range(jobs):
         job_graph = small_job(parallelism)
+        cpu = CpuMeter({"jm": lambda: (jm_pid,), "tm": lambda: [int(t.model_dump(by_alias=True)["pid"]) for t in client.task_managers()]}).__enter__()
         t0 = time.perf_counter()
         job_id = client.submit_job(job_graph)
         running = tasks = None
@@ -60,7 +69,9 @@ def session_latencies(client, jobs: int, parallelism: int) -> list[dict]:
                 assert d["state"] == "FINISHED", d
                 break
             time.sleep(0.005)
-        row = {"config": "session", "job": i, "submit_to_running_s": round(running, 4), "submit_to_tasks_running_s": round(tasks, 4), "submit_to_finished_s": round(now, 4)}
+        cpu.__exit__(None, None, None)
+        row = {"config": "session", "job": i, "submit_to_running_s": round(running, 4), "submit_to_tasks_running_s": round(tasks, 4),
+               "submit_to_finished_s": round(now, 4), **cpu.fields(JOB_EVENTS)}
         print(json.dumps(row), flush=True)
         out.append(row)
     return out
@@ -80,12 +91,14 @@ def embedded_latencies(runs: int, parallelism: int, provider: str) -> list[dict]
     for i in range(runs):
         job_graph = small_job(parallelism)
         seen: dict[str, float] = {}
-        t0 = time.perf_counter()
-        client = EmbeddedExecutor(provider=provider).execute(job_graph, lambda _j, st, _c: seen.setdefault(st.name, time.perf_counter() - t0))
-        result = client.get_job_execution_result(timeout=300)
-        total = time.perf_counter() - t0
+        with CpuMeter.process_tree() as cpu:
+            t0 = time.perf_counter()
+            client = EmbeddedExecutor(provider=provider).execute(job_graph, lambda _j, st, _c: seen.setdefault(st.name, time.perf_counter() - t0))
+            result = client.get_job_execution_result(timeout=300)
+            total = time.perf_counter() - t0
         row = {"config": "embedded (baseline)", "job": i, "submit_to_running_s": round(seen.get("RUNNING", total), 4),
-               "submit_to_tasks_running_s": round(total - (result.running_ms or 0) / 1000, 4), "submit_to_finished_s": round(total, 4)}
+               "submit_to_tasks_running_s": round(total - (result.running_ms or 0) / 1000, 4), "submit_to_finished_s": round(total, 4),
+               **cpu.fields(JOB_EVENTS)}
         print(json.dumps(row), flush=True)
         out.append(row)
     return out
@@ -128,8 +141,8 @@ def main() -> None:
         time.sleep(0.05)
     print(json.dumps({"config": "session cluster start", "seconds_until_task_managers_registered": round(time.perf_counter() - t0, 2)}), flush=True)
     try:
-        session_latencies(client, 2, args.parallelism)  # warm-up: imports, first deployments
-        session = session_latencies(client, args.jobs, args.parallelism)
+        session_latencies(client, 2, args.parallelism, endpoint.pid)  # warm-up: imports, first deployments
+        session = session_latencies(client, args.jobs, args.parallelism, endpoint.pid)
         replace = replacement_times(client, args.kills)
     finally:
         stop_cluster(endpoint, home, proc=proc)
@@ -144,6 +157,8 @@ def main() -> None:
         "session_median_submit_to_finished_s": med(session, "submit_to_finished_s"),
         "embedded_median_submit_to_running_s": med(baseline, "submit_to_running_s"),
         "embedded_median_submit_to_finished_s": med(baseline, "submit_to_finished_s"),
+        "session_median_cpu_s_per_job": round(statistics.median(r["jm_cpu_s"] + r["tm_cpu_s"] for r in session), 3),
+        "embedded_median_cpu_s_per_job": round(statistics.median(r["jm_cpu_s"] + r["tm_cpu_s"] + r["spark_cpu_s"] for r in baseline), 3),
         "finished_ratio_embedded_over_session": round(med(baseline, "submit_to_finished_s") / med(session, "submit_to_finished_s"), 1),
         "replace_killed_task_manager_median_s": round(statistics.median(replace), 3) if replace else None,
         "provider": args.provider,

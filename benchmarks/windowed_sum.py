@@ -1,14 +1,26 @@
-"""Benchmark: the main job (windowed_sum) on the embedded cluster vs. a plain Python loop.
+"""Benchmark: the main job (windowed_sum) on the embedded cluster beside single-process baselines.
 
-Runs in one process, side by side:
-  - plain_python_loop: the same computation as a single-process Python loop (the baseline);
-  - millrace p=1 and p=2: the job on a MiniCluster whose TaskManagers run on Spark executors
-    (local[N]); `seconds` is the job's time from submission to FINISHED (Delta commit included)
-    on TaskManagers that are already registered (a warm-up job ran first); Spark start and
-    TaskManager launch are excluded and reported separately (`cold_seconds` = the first job on
-    a fresh cluster, TaskManager launch included);
-  - the per-record path (PyFlink-style functions) at p=2 on fewer events, for comparison.
-Prints one JSON line per configuration, then the ratios.
+Runs in one process, side by side, every output checked against `windowed_sum.reference`:
+  - plain_python_loop: the computation as a per-event Python loop (what a Python programmer
+    writes first; what the per-record path should be compared with);
+  - numpy_single_process: the same generator and group-by vectorized with numpy in one process
+    (a dense group-by with np.bincount): the best plain program for the columnar path's work;
+  - numpy_single_process_delta: the same, then written to a Delta table with deltalake: the fair
+    limit for the whole job, which ends in a Delta commit too;
+  - millrace_columnar_p1 / _p2: the job on a MiniCluster whose TaskManagers run on Spark executors
+    (local[N]); `seconds` is submission -> FINISHED (Delta commit included) on TaskManagers that
+    are already registered (a warm-up job ran first); Spark start and TaskManager launch are
+    excluded and reported separately (`cold_seconds_10k_events` = the first job on a fresh
+    cluster, TaskManager launch included);
+  - millrace_per_record_p2: the PyFlink-style per-record path.
+Every row carries `verified` (its Delta output, or its in-memory result, equals the reference row
+for row) and the CPU seconds of the JobManager (this process) and TaskManager processes,
+`cpu_s_per_million_events`. Prints one JSON line per row, then the ratios (events/s over events/s):
+  - *_vs_numpy_single_process: Millrace against the best single-process program (< 1: what the
+    runtime costs over raw numpy; parallelism must buy it back);
+  - *_vs_numpy_single_process_delta: against the best program that also lands the result in Delta;
+  - *_vs_plain_loop: against the per-event loop (this measures vectorization, not the runtime).
+Exits non-zero if any output differs from the reference.
 
     .venv/bin/python benchmarks/windowed_sum.py [--events 2000000] [--provider spark|local]
 """
@@ -17,17 +29,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+
+from measure import CpuMeter, check_windowed_sum, emit, require, windowed_sum_reference
 from pipelines.jobs import windowed_sum  # importable on TaskManagers too (installed package)
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 
 
-def plain_loop(events: int) -> float:
-    start = time.perf_counter()
+def plain_loop(events: int) -> dict[tuple[int, int], tuple[int, int]]:
     acc: dict[tuple[int, int], list[int]] = {}
     base, mod, size = windowed_sum.BASE_TS_MS, windowed_sum.MODULUS, windowed_sum.WINDOW_MS
     for i in range(events):
@@ -40,27 +56,50 @@ def plain_loop(events: int) -> float:
         else:
             a[0] += 1
             a[1] += ((x // 10000) % 100) * 2
-    rows = [(u, w, c, s) for (u, w), (c, s) in acc.items()]
-    assert len(rows) > 0
-    return time.perf_counter() - start
+    return {k: (c, s) for k, (c, s) in acc.items()}
+
+
+def numpy_windowed_sum(events: int) -> dict[str, np.ndarray]:
+    """The job as one vectorized program: generate, double, then a dense group-by on (window, user)."""
+    cols = windowed_sum.event_columns(np.arange(events, dtype=np.int64))
+    ts, user, value = cols["ts_ms"], cols["user_id"], cols["value"] * 2
+    window = ts - ts % windowed_sum.WINDOW_MS
+    first = int(window.min())
+    users = int(user.max()) + 1
+    group = (window - first) // windowed_sum.WINDOW_MS * users + user
+    counts = np.bincount(group)
+    sums = np.bincount(group, weights=value)  # float64: exact below 2**53
+    nz = np.flatnonzero(counts)
+    return {
+        "user_id": nz % users, "window_start": first + nz // users * windowed_sum.WINDOW_MS,
+        "count": counts[nz], "sum": sums[nz].astype(np.int64),
+    }
+
+
+def check_in_memory(got: dict[tuple[int, int], tuple[int, int]], events: int, rows: int) -> dict[str, Any]:
+    expected = windowed_sum_reference(events)
+    return {"rows": rows, "verified": rows == len(expected) and got == expected}
 
 
 def run_job(cluster: MiniCluster, parallelism: int, events: int, out_dir: Path, per_record: bool = False) -> float:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     windowed_sum.build(env, events, str(out_dir), per_record=per_record)
-    client = cluster.submit(env.get_job_graph("windowed_sum"))
-    result = client.get_job_execution_result(timeout=900)
+    result = cluster.submit(env.get_job_graph("windowed_sum")).get_job_execution_result(timeout=900)
+    if result.status.value != "FINISHED":
+        raise RuntimeError(f"windowed_sum at p={parallelism} ended {result.status.value}")
     return result.net_runtime_ms / 1000
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=2_000_000)
-    parser.add_argument("--per-record-events", type=int, default=200_000)
+    parser.add_argument("--per-record-events", type=int, default=2_000_000)
     parser.add_argument("--provider", choices=["spark", "local"], default="spark")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    n = args.events
+    windowed_sum_reference(n)  # computed once, outside every timed span
 
     spark = None
     if args.provider == "spark":
@@ -68,39 +107,64 @@ def main() -> None:
 
         spark = build_spark_session(SparkSessionConfig(master="local[2]", app_name="millrace-bench"))
 
-    results: list[dict] = []
+    rows: list[dict[str, Any]] = []
 
-    def emit(name: str, events: int, parallelism: int, seconds: float, **extra: float) -> None:
-        row = {"name": name, "events": events, "parallelism": parallelism, "seconds": round(seconds, 3),
-               "events_per_s": round(events / seconds), **extra}
-        results.append(row)
-        print(json.dumps(row), flush=True)
+    def row(name: str, events: int, parallelism: int, seconds: float, cpu: CpuMeter, check: dict[str, Any], **extra: Any) -> None:
+        rows.append(emit({"name": name, "events": events, "parallelism": parallelism, "seconds": round(seconds, 3),
+                          "events_per_s": round(events / seconds), **cpu.fields(events), **check, **extra}))
 
-    emit("plain_python_loop", args.events, 1, plain_loop(args.events))
+    with CpuMeter() as cpu:
+        t0 = time.perf_counter()
+        result = plain_loop(n)
+        seconds = time.perf_counter() - t0
+    row("plain_python_loop", n, 1, seconds, cpu, check_in_memory(result, n, len(result)))
+
+    with CpuMeter() as cpu:
+        t0 = time.perf_counter()
+        cols = numpy_windowed_sum(n)
+        seconds = time.perf_counter() - t0
+    got = {(u, w): (c, s) for u, w, c, s in zip(*(cols[k].tolist() for k in windowed_sum.OUTPUT_COLUMNS))}
+    row("numpy_single_process", n, 1, seconds, cpu, check_in_memory(got, n, len(cols["count"])))
+
     with tempfile.TemporaryDirectory() as tmp:
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        path = str(Path(tmp) / "numpy_delta")
+        with CpuMeter() as cpu:
+            t0 = time.perf_counter()
+            write_deltalake(path, pa.table(numpy_windowed_sum(n)), mode="overwrite")
+            seconds = time.perf_counter() - t0
+        row("numpy_single_process_delta", n, 1, seconds, cpu, check_windowed_sum(path, n))
+
         for p in (1, 2):
             with MiniCluster(MiniClusterConfig(provider=args.provider, tm_log_level="WARNING"), spark=spark) as cluster:
                 t0 = time.perf_counter()
                 run_job(cluster, p, 10_000, Path(tmp) / f"warmup{p}")
                 cold = time.perf_counter() - t0
-                seconds = run_job(cluster, p, args.events, Path(tmp) / f"p{p}")
-                emit(f"millrace_columnar_p{p}", args.events, p, seconds, cold_seconds_10k_events=round(cold, 3))
+                out = Path(tmp) / f"p{p}"
+                with CpuMeter.for_cluster(cluster) as cpu:
+                    seconds = run_job(cluster, p, n, out)
+                row(f"millrace_columnar_p{p}", n, p, seconds, cpu, check_windowed_sum(str(out), n), cold_seconds_10k_events=round(cold, 3))
                 if p == 2 and args.per_record_events:
-                    s = run_job(cluster, p, args.per_record_events, Path(tmp) / "per_record", per_record=True)
-                    emit("millrace_per_record_p2", args.per_record_events, p, s)
-    by = {r["name"]: r for r in results}
-    base = by["plain_python_loop"]["events_per_s"]
-    ratios = {
-        "p1_vs_plain_loop": round(by["millrace_columnar_p1"]["events_per_s"] / base, 2),
-        "p2_vs_plain_loop": round(by["millrace_columnar_p2"]["events_per_s"] / base, 2),
-        "p2_vs_p1": round(by["millrace_columnar_p2"]["events_per_s"] / by["millrace_columnar_p1"]["events_per_s"], 2),
-    }
+                    m = args.per_record_events
+                    out = Path(tmp) / "per_record"
+                    with CpuMeter.for_cluster(cluster) as cpu:
+                        seconds = run_job(cluster, p, m, out, per_record=True)
+                    row("millrace_per_record_p2", m, p, seconds, cpu, check_windowed_sum(str(out), m))
+    by = {r["name"]: r["events_per_s"] for r in rows}
+    ratios = {}
+    for name in ("millrace_columnar_p1", "millrace_columnar_p2"):
+        for base in ("numpy_single_process", "numpy_single_process_delta", "plain_python_loop"):
+            ratios[f"{name.removeprefix('millrace_')}_vs_{base}"] = round(by[name] / by[base], 3)
+    ratios["columnar_p2_vs_p1"] = round(by["millrace_columnar_p2"] / by["millrace_columnar_p1"], 2)
     if "millrace_per_record_p2" in by:
-        ratios["per_record_p2_vs_plain_loop"] = round(by["millrace_per_record_p2"]["events_per_s"] / base, 2)
+        ratios["per_record_p2_vs_plain_python_loop"] = round(by["millrace_per_record_p2"] / by["plain_python_loop"], 3)
     print(json.dumps({"ratios": ratios}), flush=True)
     if spark is not None:
         spark.stop()
+    return require(rows)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
