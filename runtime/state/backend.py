@@ -552,9 +552,8 @@ class KeyedStateBackend(abc.ABC):
         compatibility = resolve_key_compatibility(old, new)
         if compatibility.is_incompatible:
             raise IncompatibleStateError(
-                f"cannot restore the keyed state of operator {self.operator_label}: it was keyed by {old.describe()}, the "
-                f"program now keys by {new.describe()}; {compatibility.reason}. Key by the old type, give the operator a "
-                "new uid (its state then starts empty), or start the job without the savepoint."
+                f"cannot restore the keyed state of operator {self.operator_label}: {compatibility.reason}. Key by the old "
+                "type, give the operator a new uid (its state then starts empty), or start the job without the savepoint."
             )
 
     def snapshot_meta(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.core.errors import ConfigurationError, SharedStateMissingError, StorageError
+from runtime.core.errors import ConfigurationError, CorruptStateError, SharedStateMissingError, StorageError
 from runtime.rpc.messages import StateFileHandle
 from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files
 from runtime.storage.state_files import (
@@ -64,6 +64,27 @@ class CheckpointMetadata(BaseModel):
     location: str | None = None  # a savepoint's table (the path `run -s` takes); None for a checkpoint
 
 
+_CHECKPOINT_COLUMNS = ("operator_id", "kind", "state_name")  # a few of CHECKPOINT_TABLE_SCHEMA's, enough to tell
+
+
+def check_checkpoint_table(table_uri: str, dt: Any) -> None:
+    """Refuse a Delta table that is not a checkpoint or savepoint table (an output table, say)
+    before anything reads it as one, saying what it is and what was expected."""
+    partitions = list(dt.metadata().partition_columns)
+    columns = [f.name for f in dt.schema().fields]
+    missing = [c for c in (PARTITION_COLUMN, *_CHECKPOINT_COLUMNS) if c not in columns]
+    if partitions == [PARTITION_COLUMN] and not missing:
+        return
+    shown = ", ".join(columns[:8]) + (f", ... ({len(columns)} columns)" if len(columns) > 8 else "")
+    raise CorruptStateError(
+        f"{table_uri} is a Delta table but not a savepoint or checkpoint: it has the columns [{shown}]"
+        f"{f' and is partitioned by {partitions}' if partitions else ' and no partitions'}, where a savepoint or checkpoint "
+        f"table is partitioned by {PARTITION_COLUMN!r} and has the columns {', '.join(_CHECKPOINT_COLUMNS)}, ... "
+        "(an output table?). Restore from a savepoint location (`millrace savepoint` / `millrace stop` print it: "
+        ".../savepoint-<job>-<id>) or from a job's retained checkpoint table (<state.checkpoints.dir>/<job id>)."
+    )
+
+
 class CheckpointStore:
     """The checkpoint Delta table of one job (Flink: CompletedCheckpointStore + CheckpointStorage).
 
@@ -93,11 +114,15 @@ class CheckpointStore:
 
         try:
             if self._dt is None:
-                self._dt = DeltaTable(self.table_uri, storage_options=self.storage_options)
+                dt = DeltaTable(self.table_uri, storage_options=self.storage_options)
+                check_checkpoint_table(self.table_uri, dt)
+                self._dt = dt
             else:
                 self._dt.update_incremental()
         except TableNotFoundError:
             self._dt = None
+        except CorruptStateError:
+            raise
         except Exception as e:  # noqa: BLE001 - unreadable log, permissions, ...
             raise StorageError(f"job {self.job_id}: cannot read the checkpoint table {self.table_uri}: {e}") from e
         return self._dt

@@ -14,7 +14,7 @@ import re
 import shutil
 import uuid
 
-from runtime.core.errors import StorageError
+from runtime.core.errors import CorruptStateError, StorageError
 from runtime.storage.checkpoint_store import CheckpointMetadata, CheckpointStore
 from runtime.storage.state_files import resolve_filesystem
 
@@ -45,15 +45,39 @@ def commit_savepoint(location: str, metadata: CheckpointMetadata) -> int:
 
 
 def read_savepoint(location: str) -> CheckpointMetadata:
-    """The savepoint (or retained checkpoint: its newest) stored in the table at `location`."""
+    """The savepoint (or retained checkpoint: its newest) stored in the table at `location`.
+
+    Anything else is refused with CorruptStateError (non-recoverable), saying what `location` is
+    and what was expected."""
     store = CheckpointStore(location, "savepoint-reader")
     try:
         meta = store.latest()
+    except CorruptStateError:
+        raise  # says what the path is already
     except StorageError as e:
         raise StorageError(f"cannot read the savepoint at {location}: {e}") from e
     if meta is None:
-        raise StorageError(f"{location} holds no savepoint (no committed savepoint or checkpoint table there)")
+        raise CorruptStateError(f"{location} holds no savepoint: {_what_is_there(location)}")
     return meta.model_copy(update={"location": store.table_uri})
+
+
+def _what_is_there(location: str) -> str:
+    """What a path without a committed savepoint or checkpoint table holds, and what was expected."""
+    expected = (
+        "expected a savepoint location (`millrace savepoint` / `millrace stop` print it: .../savepoint-<job>-<id>) "
+        "or a job's retained checkpoint table (<state.checkpoints.dir>/<job id>)"
+    )
+    if "://" in location:
+        return f"there is no committed Delta table there; {expected}"
+    if not os.path.exists(location):
+        return f"the path does not exist; {expected}"
+    if not os.path.isdir(location):
+        return f"it is a file, not a folder; {expected}"
+    tables = sorted(e.name for e in os.scandir(location) if e.is_dir() and os.path.isdir(os.path.join(e.path, "_delta_log")))
+    if tables:
+        shown = ", ".join(tables[:5]) + (f" (and {len(tables) - 5} more)" if len(tables) > 5 else "")
+        return f"it is a folder of tables ({shown}); {expected}: one of those, maybe"
+    return f"it is a folder without a committed Delta table (no _delta_log, or no commit in it); {expected}"
 
 
 def discard_savepoint(location: str, files: list[str]) -> None:

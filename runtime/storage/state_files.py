@@ -542,7 +542,7 @@ def read_operator_state(
         native = dataset.to_table(filter=mine & (f("kind") == KIND_NATIVE), columns=NATIVE_COLUMNS)
         meta = dataset.to_table(filter=mine & (f("kind") == KIND_STATE_META), columns=["value_string"])
     except Exception as e:  # noqa: BLE001 - damaged or foreign files
-        raise _unreadable(checkpoint_dir, list(dict.fromkeys(files)), where, e) from e
+        raise _unreadable(checkpoint_dir, list(dict.fromkeys(files)), operator_id, e) from e
     ctx.native = native_bundles(native) if native.num_rows else []
     ctx.keyed = _keyed_from(keyed)
     ctx.operator_lists, ctx.union_lists = _lists_from(lists, subtask_index, parallelism)
@@ -550,7 +550,7 @@ def read_operator_state(
     return ctx
 
 
-def _unreadable(checkpoint_dir: str, files: list[str], where: str, error: Exception) -> StorageError:
+def _unreadable(checkpoint_dir: str, files: list[str], operator_id: str, error: Exception) -> StorageError:
     """The error for state files that could not be read, naming the file at fault.
 
     A file that is damaged (truncated, not Parquet, not ours), or a local file that cannot be
@@ -567,12 +567,12 @@ def _unreadable(checkpoint_dir: str, files: list[str], where: str, error: Except
             transient = remote and isinstance(e, OSError) and not isinstance(e, (FileNotFoundError, PermissionError))
             cls = StorageError if transient else CorruptStateError
             return cls(
-                f"state file {_join(root, rel)} (checkpoint {_checkpoint_of(rel)}, state of {where}) cannot be read: "
-                f"{type(e).__name__}: {e}. "
+                f"state file {_join(root, rel)} (checkpoint {_checkpoint_of(rel)}, state of operator {operator_id!r}) cannot be "
+                f"read: {type(e).__name__}: {str(e).rstrip('.')}. "
                 + ("It may be a passing I/O error." if transient else
                    "The savepoint or checkpoint is damaged (truncated or overwritten?): restore from another savepoint or checkpoint.")
             )
-    return StorageError(f"reading state of {where} failed: {type(error).__name__}: {error}")
+    return StorageError(f"reading the state of operator {operator_id!r} under {checkpoint_dir} failed: {type(error).__name__}: {error}")
 
 
 def _json_rows(values: list[Any], where: str) -> list[dict[str, Any]]:

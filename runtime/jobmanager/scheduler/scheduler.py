@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import cloudpickle
 
 from runtime.core.checkpoint import SAVEPOINT_IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY, SAVEPOINTS_DIR_KEY
-from runtime.core.errors import CheckpointError, InvalidProgramError, NoResourceAvailableError
+from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
@@ -158,7 +158,14 @@ class Scheduler:
                 self.checkpoints = CheckpointCoordinator(self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock)
             await self._restore_savepoint()
         except Exception as e:  # noqa: BLE001 - e.g. the sink's module cannot be imported here
-            self._fail_job(m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None)))
+            info = m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None))
+            if isinstance(e, MillraceError):
+                # refused on purpose (a savepoint that does not fit the program, a path that is no
+                # savepoint): the message says what and why; the trace stays in this log, not in the
+                # user's view, where it would read as a crash of some task
+                log.debug("job %s: start refused", self.job_id, exc_info=True)
+                info = info.model_copy(update={"traceback": ""})
+            self._fail_job(info)
             return
         self._set_status(JobStatus.RUNNING)
         self._log(logging.INFO, "requesting %d slots: %s", self.slots_needed, "; ".join(r.describe() for r in self.resource_requirements))
