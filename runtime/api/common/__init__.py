@@ -1,5 +1,6 @@
 """runtime.api.common: PyFlink's pyflink.common (Types, Row, Time, WatermarkStrategy, ...)."""
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
+from runtime.api.common.execution_config import ExecutionConfig
 from runtime.api.common.serialization import Encoder
 from runtime.api.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from runtime.api.common.time import Duration, Time
@@ -14,8 +15,10 @@ from runtime.api.common.typeinfo import (
     Types,
 )
 from runtime.api.common.watermark_strategy import FieldTimestampAssigner, TimestampAssigner, WatermarkStrategy
+from runtime.api.execution import JobClient, JobExecutionResult
 from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.row import Row
+from runtime.core.states import JobStatus
 
 __all__ = [
     "BasicTypeInfo",
@@ -23,7 +26,11 @@ __all__ = [
     "Configuration",
     "Duration",
     "Encoder",
+    "ExecutionConfig",
     "FieldTimestampAssigner",
+    "JobClient",
+    "JobExecutionResult",
+    "JobStatus",
     "ListTypeInfo",
     "MapTypeInfo",
     "PickledBytesTypeInfo",

@@ -91,6 +91,8 @@ _LAZY: dict[str, str] = {
     "CountSlidingWindowAssigner": "runtime.api.datastream.window",
     "GlobalWindows": "runtime.api.datastream.window",
     "WindowAssigner": "runtime.api.datastream.window",
+    "MergingWindowAssigner": "runtime.api.datastream.window",
+    "Window": "runtime.api.datastream.window",
     "Trigger": "runtime.api.datastream.window",
     "TriggerResult": "runtime.api.datastream.window",
     "EventTimeTrigger": "runtime.api.datastream.window",

@@ -343,6 +343,26 @@ class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
 
 
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
+    """`window_all(...).apply(f)`: all of a window's elements of a non-keyed stream (PyFlink's AllWindowFunction)."""
+
+    @abc.abstractmethod
+    def apply(self, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
+
+
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
+    """`window_all(...).process(f)` (PyFlink's ProcessAllWindowFunction). Its context is a window
+    context as ProcessWindowFunction's: window(), times, window and global state, side outputs."""
+
+    Context = ProcessWindowFunction.Context
+
+    @abc.abstractmethod
+    def process(self, context: "ProcessWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...
+
+    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+        pass
+
+
 class SinkFunction(Function):
     """Marker base for legacy-style sinks (invoke per record)."""
 

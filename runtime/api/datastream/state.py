@@ -10,6 +10,7 @@ import abc
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from runtime.api.datastream.functions import AggregateFunction, ReduceFunction
+from runtime.core.errors import InvalidProgramError
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -315,7 +316,81 @@ class AggregatingStateDescriptor(StateDescriptor):
         return self.agg_function
 
 
+# -- broadcast state (the broadcast state pattern: runtime.api.operators.broadcast) ---------------
+
+
+class ReadOnlyBroadcastState:
+    """PyFlink's ReadOnlyBroadcastState: a map to read."""
+
+    __slots__ = ("_name", "_d")
+
+    def __init__(self, name: str, d: dict[Any, Any]) -> None:
+        self._name, self._d = name, d
+
+    def get(self, key: Any) -> Any:
+        return self._d.get(key)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._d
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return list(self._d.items())
+
+    def keys(self) -> list[Any]:
+        return list(self._d)
+
+    def values(self) -> list[Any]:
+        return list(self._d.values())
+
+    def is_empty(self) -> bool:
+        return not self._d
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._d[key]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._d
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._d))
+
+    def _refuse(self, *_: Any) -> None:
+        raise InvalidProgramError(
+            f"broadcast state {self._name!r} is read-only in process_element: only process_broadcast_element "
+            "may change it (every parallel instance must keep the same broadcast state)"
+        )
+
+    put = put_all = remove = clear = __setitem__ = __delitem__ = _refuse
+
+
+class BroadcastState(ReadOnlyBroadcastState):
+    """PyFlink's BroadcastState: the writable view on the broadcast side."""
+
+    __slots__ = ()
+
+    def put(self, key: Any, value: Any) -> None:  # type: ignore[override]
+        self._d[key] = value
+
+    def put_all(self, dict_value: dict[Any, Any]) -> None:  # type: ignore[override]
+        self._d.update(dict_value)
+
+    def remove(self, key: Any) -> None:  # type: ignore[override]
+        self._d.pop(key, None)
+
+    def clear(self) -> None:  # type: ignore[override]
+        self._d.clear()
+
+    def __setitem__(self, key: Any, value: Any) -> None:  # type: ignore[override]
+        self._d[key] = value
+
+    def __delitem__(self, key: Any) -> None:  # type: ignore[override]
+        del self._d[key]
+
+
+
 __all__ = [
+    "BroadcastState",
+    "ReadOnlyBroadcastState",
     "State",
     "ValueState",
     "AppendingState",

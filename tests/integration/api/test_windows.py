@@ -212,6 +212,44 @@ def test_window_all_tumbling_reduce(cluster_env: MiniCluster) -> None:
     assert sorted(got) == sorted(ref.items())
 
 
+class _SumAll:  # both PyFlink base classes, as a program subclasses them
+    @staticmethod
+    def process_class():
+        from runtime.api.datastream.functions import ProcessAllWindowFunction
+
+        class SumPerWindow(ProcessAllWindowFunction):
+            def process(self, context, elements):
+                yield (context.window().start, sum(v for _, v in elements))
+
+        return SumPerWindow()
+
+    @staticmethod
+    def apply_class():
+        from runtime.api.datastream.functions import AllWindowFunction
+
+        class CountPerWindow(AllWindowFunction):
+            def apply(self, window, inputs):
+                yield (window.start, len(list(inputs)))
+
+        return CountPerWindow()
+
+
+def test_window_all_process_and_apply_take_pyflinks_all_window_functions(cluster_env: MiniCluster) -> None:
+    """ProcessAllWindowFunction and AllWindowFunction at PyFlink's path (datastream.functions)."""
+    env = env_p(2)
+    windows = records_source(env, event_time=True).map(lambda r: (r[2], r[1])).window_all(TumblingEventTimeWindows.of(1000))
+    got_sum = windows.process(_SumAll.process_class(), Types.TUPLE([Types.LONG(), Types.LONG()])).execute_and_collect()
+    env = env_p(2)
+    windows = records_source(env, event_time=True).map(lambda r: (r[2], r[1])).window_all(TumblingEventTimeWindows.of(1000))
+    got_count = windows.apply(_SumAll.apply_class()).execute_and_collect()
+    sums: dict[int, int] = defaultdict(int)
+    counts: Counter[int] = Counter()
+    for _, v, t in RECORDS:
+        sums[t - t % 1000] += v
+        counts[t - t % 1000] += 1
+    assert sorted(got_sum) == sorted(sums.items()) and sorted(got_count) == sorted(counts.items())
+
+
 # -- session windows ------------------------------------------------------------------------------
 
 
