@@ -19,6 +19,7 @@ from runtime.deploy.job_client import DispatcherJobClient
 from runtime.graph.job_graph import JobGraph
 from runtime.jobmanager.dispatcher import Dispatcher
 from runtime.jobmanager.resource_manager import ResourceManager, ResourceManagerConfig
+from runtime.jobmanager.slot_manager import Clock
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 from runtime.rpc.auth import new_cluster_secret
@@ -80,9 +81,11 @@ def machine_task_manager_profile() -> m.ResourceProfile:
 
 
 class MiniCluster:
-    def __init__(self, config: MiniClusterConfig | None = None, spark: Any = None, provider: Any = None) -> None:
+    def __init__(self, config: MiniClusterConfig | None = None, spark: Any = None, provider: Any = None, clock: Clock = time.monotonic) -> None:
+        """`clock`: the ResourceManager's (heartbeat and idle timeouts, start backoff); tests inject one they move."""
         self.config = config or MiniClusterConfig()
         self.spark = spark
+        self.clock = clock
         self.secret = new_cluster_secret()
         self.rpc: RpcService | None = None
         self.provider = provider
@@ -107,6 +110,7 @@ class MiniCluster:
             self.rpc,
             self.provider,
             self.resource_manager_config(),
+            clock=self.clock,
         )
         if cfg.echo_task_manager_stdout:
             self.resource_manager.on_task_manager_stdout = _echo_stdout
