@@ -19,6 +19,7 @@ from runtime.core.states import JobStatus
 from runtime.deploy.local_provider import LocalProcessProvider
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.rpc.service import RpcService
+from tests.waiting import wait_for_all_subtasks, wait_until
 
 
 def _slow_job(env: StreamExecutionEnvironment, events: int = 10_000_000, delay_s: float = 0.01) -> None:
@@ -66,24 +67,25 @@ def test_killed_task_manager_fails_job_within_5s_naming_it(mini_cluster: MiniClu
     _slow_job(env)
     client = mini_cluster.submit(_job_graph(env, "long-running"))
     tms = mini_cluster.wait_for_task_managers(2, timeout=30)
-    deadline = time.monotonic() + 30
-    while client.get_job_status() is not JobStatus.RUNNING or not all(t.slots_free == 0 for t in mini_cluster.task_managers()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.5)  # tasks are running now
+    wait_for_all_subtasks(mini_cluster, client.job_id)
     victim = tms[0]
     os.kill(victim.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     with pytest.raises(JobExecutionError) as info:
         client.get_job_execution_result(timeout=30)
     elapsed = time.monotonic() - killed_at
+    # the bound is the requirement (this test's name): a dead process is noticed by its closed
+    # connections at once, not after the 5 s heartbeat timeout of the mini_cluster fixture
     assert elapsed < 5.0, f"job took {elapsed:.1f}s to fail after the TaskManager died"
     assert client.get_job_status() is JobStatus.FAILED
     assert victim.tm_id in str(info.value)
     assert "lost" in str(info.value)
-    time.sleep(1.0)
-    # a failed job (no restarts) does not make the ResourceManager start a replacement TaskManager
-    assert mini_cluster.resource_manager._tm_seq == 2, "a replacement TaskManager was requested for a failed job"
+    # a failed job (no restarts) does not make the ResourceManager start a replacement TaskManager:
+    # once the loss is handled and the job's requirements are gone, nothing can ask for one
+    rm = mini_cluster.resource_manager
+    wait_until(lambda: [t.tm_id for t in mini_cluster.task_managers()] == [tms[1].tm_id] and client.job_id not in rm.slot_manager.requirements,
+               timeout=10, what="the loss handled and the failed job's slot requirements withdrawn", interval=0.05)
+    assert rm._tm_seq == 2, "a replacement TaskManager was requested for a failed job"
 
 
 class _OneTaskManagerProvider(LocalProcessProvider):
@@ -151,18 +153,13 @@ def test_cancel_stops_tasks_and_frees_slots(mini_cluster: MiniCluster) -> None:
     _slow_job(env)
     client = mini_cluster.submit(_job_graph(env, "to-cancel"))
     mini_cluster.wait_for_task_managers(2, timeout=30)
-    deadline = time.monotonic() + 30
-    while not all(t.slots_free == 0 for t in mini_cluster.task_managers()):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_all_subtasks(mini_cluster, client.job_id)
     client.cancel()
     with pytest.raises(JobExecutionError):
         client.get_job_execution_result(timeout=30)
     assert client.get_job_status() is JobStatus.CANCELED
-    deadline = time.monotonic() + 10
-    while not all(t.slots_free == t.slots_total for t in mini_cluster.task_managers()):
-        assert time.monotonic() < deadline, "slots were not freed after cancel"
-        time.sleep(0.05)
+    wait_until(lambda: all(t.slots_free == t.slots_total for t in mini_cluster.task_managers()), timeout=10,
+               what="the slots freed after cancel", interval=0.05)
 
 
 def test_a_delta_sink_into_a_folder_of_other_files_fails_the_job_and_touches_nothing(mini_cluster: MiniCluster, tmp_path) -> None:
