@@ -60,7 +60,7 @@ _KEY_VOCABULARY: dict[str, str] = {
 }
 
 # Python key types with a fixed name (no fields to look into)
-_SCALAR_KEYS: dict[type, str] = {
+SCALAR_KEY_TYPES: dict[type, str] = {
     int: "int",
     bool: "bool",
     float: "float",
@@ -153,7 +153,7 @@ def key_vocabulary(desc: TypeDescription | None) -> str | None:
 def describe_key(key: Any) -> str:
     """The Python type of one key: "int", "str", "tuple[int, str]", "Row(user: str, day: int)"."""
     t = type(key)
-    name = _SCALAR_KEYS.get(t)
+    name = SCALAR_KEY_TYPES.get(t)
     if name is not None:
         return name
     if isinstance(key, Row):
@@ -177,14 +177,14 @@ def observed_key_types(keys: Iterable[Any]) -> set[str]:
     one by one, since their fields decide)."""
     ks = keys if isinstance(keys, (list, tuple)) else list(keys)
     classes = set(map(type, ks))  # C speed: most keys are ints or strings
-    out = {_SCALAR_KEYS[c] for c in classes if c in _SCALAR_KEYS}
-    rest = classes.difference(_SCALAR_KEYS)
+    out = {SCALAR_KEY_TYPES[c] for c in classes if c in SCALAR_KEY_TYPES}
+    rest = classes.difference(SCALAR_KEY_TYPES)
     if rest:
         if rest == {tuple}:  # tuples of scalars: their field classes, deduplicated at C speed first
             tuples = ks if len(classes) == 1 else [k for k in ks if type(k) is tuple]
             signatures = set(map(tuple, map(_field_classes, tuples)))
-            if all(c in _SCALAR_KEYS for sig in signatures for c in sig):
-                out.update(f"tuple[{', '.join(_SCALAR_KEYS[c] for c in sig)}]" for sig in signatures)
+            if all(c in SCALAR_KEY_TYPES for sig in signatures for c in sig):
+                out.update(f"tuple[{', '.join(SCALAR_KEY_TYPES[c] for c in sig)}]" for sig in signatures)
                 return out
         out.update(describe_key(k) for k in ks if type(k) in rest)
     return out
@@ -208,7 +208,7 @@ class KeyTypeTracker:
         t = type(key)
         if t in self._classes:
             return
-        name = _SCALAR_KEYS.get(t)
+        name = SCALAR_KEY_TYPES.get(t)
         if name is None:
             self.types.add(describe_key(key))
             return

