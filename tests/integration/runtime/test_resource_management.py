@@ -22,7 +22,7 @@ from runtime.jobmanager.dispatcher import JobSubmissionError
 from runtime.jobmanager.job_master import JobMaster
 from runtime.rpc import messages as m
 from runtime.rpc.messages import ResourceProfile
-from tests.waiting import wait_until
+from tests.waiting import ManualClock, wait_until
 
 TM_LOG_LEVEL = os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING")
 
@@ -52,9 +52,9 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 @contextmanager
-def cluster(**config: Any) -> Iterator[MiniCluster]:
+def cluster(clock: Any = time.monotonic, **config: Any) -> Iterator[MiniCluster]:
     provider = RecordingProvider()
-    c = MiniCluster(MiniClusterConfig(provider="local", tm_log_level=TM_LOG_LEVEL, **config), provider=provider).start()
+    c = MiniCluster(MiniClusterConfig(provider="local", tm_log_level=TM_LOG_LEVEL, **config), provider=provider, clock=clock).start()
     try:
         yield c
     finally:
@@ -111,12 +111,20 @@ def test_a_job_needing_more_slots_than_are_free_makes_the_resource_manager_start
 
 
 def test_idle_task_managers_are_released_after_the_timeout_and_the_minimum_stays() -> None:
-    with cluster(initial_task_managers=1, min_task_managers=1, max_task_managers=3, idle_timeout_s=1.0) as c:
+    """On the ResourceManager's clock, moved by the test: kept just short of the idle timeout,
+    released past it down to the minimum, and the minimum kept however long after."""
+    clock = ManualClock()
+    with cluster(clock, initial_task_managers=1, min_task_managers=1, max_task_managers=3, idle_timeout_s=1.0) as c:
         c.wait_for_task_managers(1)
         assert c.submit(job("wide", parallelism=3)).wait_result_message(timeout=60).status is JobStatus.FINISHED
         assert c.resource_manager._tm_seq == 3
+        # every slot reported free: idle since now on the clock
+        wait_until(lambda: len(c.task_managers()) == 3 and free_slots(c) == 3, timeout=20, what="three idle TaskManagers", interval=0.05)
+        clock.advance(0.9, then_wait_for="_check_resources")
+        assert len(c.task_managers()) == 3, "released before the idle timeout"
+        clock.advance(0.2)
         wait_until(lambda: len(c.task_managers()) == 1, timeout=20, what="idle TaskManagers are released down to the minimum", interval=0.05)
-        time.sleep(2.5)  # more than twice the timeout: the minimum is kept, nothing new started
+        clock.advance(2.5, then_wait_for="_check_resources")  # more than twice the timeout: the minimum is kept, nothing new started
         assert len(c.task_managers()) == 1 and c.resource_manager._tm_seq == 3
         assert len(c.provider.processes) == 1
 
@@ -173,16 +181,16 @@ def test_a_job_master_whose_group_no_task_manager_may_serve_fails_fast_with_the_
 
         assert c.rpc is not None
         jm = JobMaster(c.rpc, jg, on_terminal)
-        started = time.monotonic()
         jm.start()
         try:
-            assert ended.wait(10), "the job did not end"
+            assert ended.wait(30), "the job did not end"
         finally:
             jm.stop()
-        assert time.monotonic() - started < 5  # no waiting for the slot request timeout
         (result,) = results
         assert result.status is JobStatus.FAILED and result.error is not None
         assert result.error.type_name == "NoResourceAvailableError"
+        # failed by the ResourceManager's refusal, not after waiting for the slot request timeout
+        assert "could not get its slots within" not in result.error.message, result.error.message
         for part in (jg.job_id, "'huge'", "64 CPU", largest.describe()):
             assert part in result.error.message
         assert c.resource_manager._tm_seq == 0  # nothing was started for it
@@ -200,36 +208,47 @@ def test_a_job_needing_more_slots_than_the_cluster_can_ever_offer_is_refused_at_
 
 # --- TaskManagers that fail to start --------------------------------------------------------------
 class FailingStartProvider(RecordingProvider):
-    """Refuses every start (as a Spark cluster that is down would) until `healthy` is set."""
+    """Refuses every start (as a Spark cluster that is down would) until `healthy` is set; records
+    when each start was asked for, on the ResourceManager's clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: ManualClock) -> None:
         super().__init__()
+        self.clock = clock
         self.attempts: list[float] = []
         self.healthy = threading.Event()
 
     def start_task_manager(self, tm_id: str, spec: Any) -> None:
-        self.attempts.append(time.monotonic())
+        self.attempts.append(self.clock())
         if not self.healthy.is_set():
             raise ConnectionRefusedError("the cluster manager is unreachable")
         super().start_task_manager(tm_id, spec)
 
 
 def test_failing_task_manager_starts_back_off_and_recover_once_starts_work() -> None:
-    provider = FailingStartProvider()
+    """On the ResourceManager's clock, moved by the test: each retry comes when its backoff (0.25,
+    0.5, 1.0 s, then capped at 1.0 s) has passed and not a check earlier, where a retry per check
+    (every 50 ms) would be many. Binary fractions, so the clock's sums are exact."""
+    clock = ManualClock()
+    provider = FailingStartProvider(clock)
     config = MiniClusterConfig(
         provider="local", tm_log_level=TM_LOG_LEVEL, min_task_managers=1, heartbeat_interval_ms=50,
-        start_retry_interval_s=0.2, max_start_retry_interval_s=0.8,
+        start_retry_interval_s=0.25, max_start_retry_interval_s=1.0,
     )
-    c = MiniCluster(config, provider=provider).start()
+    c = MiniCluster(config, provider=provider, clock=clock).start()
     try:
-        time.sleep(3.0)
-        # 0.2, 0.4, 0.8, 0.8 ... s apart: about 5 tries in 3 s, where a retry per check would be 60
-        assert 3 <= len(provider.attempts) <= 8, provider.attempts
+        wait_until(lambda: provider.attempts, timeout=30, what="the first TaskManager start", interval=0.01)
+        for backoff in (0.25, 0.5, 1.0, 1.0):
+            tried = len(provider.attempts)
+            clock.advance(backoff - 0.125, then_wait_for="_check_resources")
+            assert len(provider.attempts) == tried, f"retried before its {backoff} s backoff: {provider.attempts}"
+            clock.advance(0.125, then_wait_for="_check_resources")
+            assert len(provider.attempts) == tried + 1, f"no retry once its {backoff} s backoff passed: {provider.attempts}"
         gaps = [b - a for a, b in zip(provider.attempts, provider.attempts[1:])]
-        assert all(g >= 0.15 for g in gaps) and max(gaps) >= 0.7, gaps
+        assert gaps == [0.25, 0.5, 1.0, 1.0], gaps
         rm = c.resource_manager
         assert rm.start_failures == len(provider.attempts) and "the cluster manager is unreachable" in (rm.last_start_failure or "")
         provider.healthy.set()
+        clock.advance(1.0)  # the capped backoff: the next start works
         c.wait_for_task_managers(1)
         assert rm.start_failures == 0  # a registration resets the backoff
         assert c.submit(job("after-recovery")).wait_result_message(timeout=60).status is JobStatus.FINISHED
@@ -248,13 +267,12 @@ def test_a_task_manager_dying_before_it_registers_is_noticed_at_once_and_the_wai
     try:
         jg = job("starved")
         jg.config["slot.request.timeout.s"] = "4"
-        t0 = time.monotonic()
-        result = c.submit(jg).wait_result_message(timeout=60)
+        result = c.submit(jg).wait_result_message(timeout=60)  # well before the 120 s registration timeout
         assert result.status is JobStatus.FAILED
-        # well before the 120 s registration timeout, each death counted as a failed start
+        # each death counted as a failed start when the process ended, not when registration timed out
         assert c.resource_manager.start_failures >= 3
-        assert time.monotonic() - t0 < 30
         message = result.error.message
+        assert "did not register within" not in message, message
         assert "could not get its slots within 4s" in message
         assert "TaskManagers fail to start" in message and "ended before registering" in message and "exited with code 3" in message
     finally:
