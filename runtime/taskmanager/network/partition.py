@@ -414,6 +414,11 @@ class ResultPartitionManager:
         with self._lock:
             return list(self._partitions.values())
 
+    def awaited(self) -> list[ResultPartitionID]:
+        """Partitions requested before they were registered: consumers wait for them."""
+        with self._lock:
+            return list(self._subscribers)
+
     def subscribe(self, rpid: ResultPartitionID, callback: Callable[[ResultPartition], None]) -> Callable[[], None]:
         """Call `callback(partition)` now if registered, else from the registering thread.
         Returns a function that cancels the subscription."""

@@ -24,6 +24,7 @@ from runtime.taskmanager.network import (
 )
 
 from tests.integration.network.conftest import EnvFactory, igdd, rpdd
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -198,14 +199,11 @@ def test_partition_registered_after_the_request(make_env: EnvFactory, consumer_t
     consumer = b if consumer_tm == "tm-b" else a
     gate = consumer.create_input_gate(igdd([("late:0", "att", 0, a.address)]))
     assert gate.poll_next(0.1) is None
-
-    def produce_later() -> None:
-        time.sleep(0.5)
-        _, writer = a.create_result_partition(rpdd("late:0", 1), "att", None)
-        writer.emit(ColumnBatch({"x": np.arange(10)}))
-        writer.finish()
-
-    threading.Thread(target=produce_later, daemon=True).start()
+    # the request reached the producer's TaskManager and waits there for the partition
+    wait_until(a.partition_manager.awaited, timeout=10, what="the request waiting on tm-a", interval=0.01)
+    _, writer = a.create_result_partition(rpdd("late:0", 1), "att", None)
+    writer.emit(ColumnBatch({"x": np.arange(10)}))
+    writer.finish()
     out = read_all(gate)
     assert out[0][1].columns["x"].tolist() == list(range(10))  # type: ignore[union-attr]
 
@@ -272,6 +270,8 @@ def test_killed_producer_process_surfaces_quickly(make_env: EnvFactory, secret: 
         with pytest.raises(PartitionConnectionError, match="kill:0@att"):
             while True:
                 gate.poll_next(10.0)
+        # the bound is the requirement (this test's name): the closed connection surfaces at once,
+        # not after a request or idle timeout
         assert time.monotonic() - t0 < 5.0
     finally:
         proc.kill()
