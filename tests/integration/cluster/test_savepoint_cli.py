@@ -3,7 +3,6 @@ savepoint + dispose, and the REST errors (4xx, never 5xx)."""
 from __future__ import annotations
 
 import re
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -31,6 +30,15 @@ def read_table(path: Path) -> dict[tuple[int, int], tuple[int, int]]:
     return out
 
 
+def _rows(path: Path) -> int:
+    """Rows committed to the Delta table at `path` so far (0 while there is none)."""
+    if not (path / "_delta_log").is_dir():
+        return 0
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path)).to_pyarrow_table(columns=["user_id"]).num_rows
+
+
 def _location(stdout: str) -> str:
     found = re.search(r"Savepoint completed\. Path: (\S+)", stdout)
     assert found, stdout
@@ -50,7 +58,8 @@ def stop_and_resume(cluster: SessionCluster, tmp_path: Path, new_parallelism: in
     assert run.returncode == 0, run.stdout + run.stderr
     job_id = _job_id(run.stdout)
     wait_until(lambda: _subtask_tms(cluster, job_id), what="subtasks running")
-    time.sleep(3)
+    # a checkpoint committed rows to the table: the job is under way (the stop comes in its middle)
+    wait_until(lambda: _rows(out), what="a checkpoint's rows in the output table")
     stop = cluster.cli("stop", job_id, "--savepoint-path", str(tmp_path / "sp"))
     assert stop.returncode == 0, stop.stdout + stop.stderr
     path = _location(stop.stdout)
