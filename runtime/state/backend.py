@@ -381,8 +381,10 @@ class KeyedStateBackend(abc.ABC):
         self._current_kg = -1
         # processing time in ms for state TTL (settable: tests inject a clock)
         self.ttl_clock: Callable[[], float] = time.time
-        # how messages name the operator ("'counts' (uid 'counts')"); the operator sets it
+        # how messages name the operator ("'counts' (uid 'counts')") and the job it runs in; the
+        # operator sets them
         self.operator_label = repr(operator_id)
+        self.job_id: str | None = None
         # types: declared by the descriptors registered in this run, and recorded by the snapshot
         # this backend restored (compared when a state is registered)
         self._state_types: dict[str, TypeDescription | None] = {}
@@ -534,7 +536,9 @@ class KeyedStateBackend(abc.ABC):
             return
         if is_known(self._declared_key_type):
             self._check_keys(old, KeyTypes(declared=self._declared_key_type))
-        else:
+        elif self.job_id is None or meta.get("job") != self.job_id:
+            # keys seen are data: a failover of the same job (same program) is not checked by
+            # them, or a first batch of keys of a type its state never had would fail it for good
             self._restored_keys = old
 
     def check_restored_keys(self, keys: Sequence[Any]) -> None:
@@ -564,7 +568,7 @@ class KeyedStateBackend(abc.ABC):
             name: {"kind": t.kind, "type": self._state_types[name] if name in self._state_types else self._restored_types.get(name)}
             for name, t in self._tables.items()
         }
-        return {"key": {"declared": self._declared_key_type, "observed": None}, "states": states}
+        return {"job": self.job_id, "key": {"declared": self._declared_key_type, "observed": None}, "states": states}
 
     def tracked_key_types(self) -> set[str]:
         """Key types this backend saw being written, for snapshots whose keys are not iterated

@@ -592,7 +592,7 @@ def merge_state_meta(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None
     out: dict[str, Any] | None = None
     for r in records:
         if out is None:
-            out = {"key": {"declared": None, "observed": None}, "states": {}}
+            out = {"job": r.get("job"), "key": {"declared": None, "observed": None}, "states": {}}
         key = r.get("key") or {}
         if out["key"]["declared"] is None:
             out["key"]["declared"] = key.get("declared")

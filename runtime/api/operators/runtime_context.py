@@ -184,6 +184,7 @@ class AbstractKeyedOperator(StreamOperator):
             changelog=ChangelogOptions.from_config(ctx.config),
         )
         self.keyed_state_backend.operator_label = f"'{ctx.operator_name}'" + (f" (uid '{ctx.uid}')" if ctx.uid else "")
+        self.keyed_state_backend.job_id = ctx.job_id
         if self.declared_key_type is not None:
             self.keyed_state_backend.declare_key_type(self.declared_key_type)
         self.runtime_context = StreamingRuntimeContext(ctx, self.keyed_state_backend)
