@@ -175,9 +175,15 @@ def _submit(cluster: SessionCluster, out: Path, events: int, rate: int) -> str:
     return re.search(r"JobID (\w+)", run.stdout).group(1)
 
 
-# moment -> (events, rate, seconds after every task runs); "job-ending": the signal lands about
-# when the job's last records and its one commit do (either outcome is allowed)
-JOBS = {"job-running": (400_000, 40_000, 2.0), "job-ending": (300_000, 150_000, 1.8)}
+# moment -> (events, rate, share of the events the sources have emitted when the signal goes):
+# "job-running" a quarter into a 10 s job; "job-ending" with 90% out, about when the job's last
+# records and its one commit land (either outcome is allowed)
+JOBS = {"job-running": (400_000, 40_000, 0.25), "job-ending": (300_000, 150_000, 0.9)}
+
+
+def _emitted(client, job_id: str) -> int:
+    """Records the job's sources have sent on (REST metrics of its first vertex, the source chain)."""
+    return client.job_details(job_id).vertices[0].metrics.write_records
 
 
 @pytest.mark.parametrize(
@@ -202,10 +208,10 @@ def test_signalled_session_cluster_stops_everything(tmp_path: Path, moment: str,
         if moment != "task-managers-launching":
             wait_until(lambda: len(client.task_managers()) >= 2, 120, "two TaskManagers registering")
         if moment in JOBS:
-            events, rate, after_s = JOBS[moment]
+            events, rate, share = JOBS[moment]
             job_id = _submit(cluster, out, events, rate)
             wait_until(lambda: client.job_details(job_id).status_counts.get("RUNNING", 0) == 4, 60, "every task of the job running", interval=0.05)
-            time.sleep(after_s)
+            wait_until(lambda: _emitted(client, job_id) >= share * events, 60, f"{share:.0%} of the events emitted", interval=0.02)
         os.killpg(cluster.pid, sig)
         wait_until(lambda: not pid_alive(cluster.pid), 60, "the cluster process exit")
         assert still_there(lambda: session_processes(cluster.pid)) == []  # JVM, Spark's Python workers (the TaskManagers)
