@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from runtime.api.execution import JobExecutionResult, use_executor
+from runtime.api.execution import JobExecutionResult, JobFailure, use_executor
 from runtime.core.errors import JobExecutionError, MillraceError
 from runtime.core.logs import LOG_PROPAGATE_KEY
 from runtime.core.states import JobStatus
@@ -44,7 +44,7 @@ class _PlanCaptured(Exception):
 
 
 class _PlanExecutor:
-    def execute(self, job_graph: JobGraph, status_listener: Any = None) -> Any:
+    def execute(self, job_graph: JobGraph, status_listener: Any = None, failure_listener: Any = None) -> Any:
         raise _PlanCaptured(job_graph)
 
 
@@ -60,7 +60,7 @@ class _ReportingExecutor:
     def _print(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def execute(self, job_graph: JobGraph, status_listener: Any = None) -> Any:
+    def execute(self, job_graph: JobGraph, status_listener: Any = None, failure_listener: Any = None) -> Any:
         self._print(format_plan(job_graph))
         started = time.time()
         self.jobs.append((job_graph, started))
@@ -70,11 +70,17 @@ class _ReportingExecutor:
             if status_listener is not None:
                 status_listener(job_id, status, cause)
 
+        def on_failure(job_id: str, failure: JobFailure) -> None:
+            # why the job restarts (or fails), as it happens: a region restart changes no job status
+            self._print(f"[{time.time() - started:7.2f}s] job {job_id} failure: {failure.describe()}")
+            if failure_listener is not None:
+                failure_listener(job_id, failure)
+
         if self.detached:
             client = self.inner.execute(job_graph)
             self._print(f"Job has been submitted with JobID {client.job_id} (detached: it runs on without this client)")
             return client
-        client = self.inner.execute(job_graph, on_status)
+        client = self.inner.execute(job_graph, on_status, on_failure)
         self._print(f"Job has been submitted with JobID {client.job_id}")
         return _ReportingClient(client, self)
 

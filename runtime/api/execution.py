@@ -57,6 +57,35 @@ class JobExecutionResult:
 StatusListener = Callable[[str, JobStatus, "str | None"], None]  # (job_id, status, cause)
 
 
+@dataclass(frozen=True)
+class JobFailure:
+    """One failure a running job handled (restarted from, or failed by), as an attached client sees it."""
+
+    timestamp_ms: int
+    exception: str  # the exception's type name
+    message: str
+    operator: str | None = None
+    task: str | None = None  # "<vertex> (i/p)#attempt"; None for a job-wide failure
+    task_manager: str | None = None
+    concurrent: int = 0  # other failures that came with it
+
+    def describe(self) -> str:
+        """One line: exception, first line of the message, operator, task (subtask), TaskManager."""
+        lines = self.message.strip().splitlines()
+        text = f"{self.exception}: {lines[0].strip() if lines else ''}"
+        where = [f"operator '{self.operator}'"] if self.operator else []
+        if self.task:
+            where.append(f"task {self.task}")
+        if self.task_manager:
+            where.append(f"TaskManager {self.task_manager}")
+        if where:
+            text += f" ({', '.join(where)})"
+        return text + (f" [+{self.concurrent} concurrent]" if self.concurrent else "")
+
+
+FailureListener = Callable[[str, JobFailure], None]  # (job_id, failure), oldest first, each once
+
+
 class JobClient(Protocol):
     @property
     def job_id(self) -> str: ...
@@ -75,7 +104,9 @@ class JobClient(Protocol):
 
 
 class PipelineExecutor(Protocol):
-    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> JobClient: ...
+    def execute(
+        self, job_graph: JobGraph, status_listener: StatusListener | None = None, failure_listener: FailureListener | None = None
+    ) -> JobClient: ...
 
 
 _current: contextvars.ContextVar[PipelineExecutor | None] = contextvars.ContextVar("millrace_executor", default=None)

@@ -105,8 +105,8 @@ class _RecordingExecutor:
     def __init__(self, cluster: MiniCluster, hooks: _Hooks) -> None:
         self.cluster, self.hooks = cluster, hooks
 
-    def execute(self, job_graph: Any, status_listener: Any = None) -> Any:
-        client = self.cluster.submit(job_graph, status_listener)
+    def execute(self, job_graph: Any, status_listener: Any = None, failure_listener: Any = None) -> Any:
+        client = self.cluster.submit(job_graph, status_listener, failure_listener)
         self.hooks.application_jobs.append(client.job_id)
         log.info("[cluster] application submitted job %s '%s'", client.job_id, job_graph.job_name)
         return client

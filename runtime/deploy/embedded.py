@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from runtime.api.execution import JobExecutionResult, StatusListener
+from runtime.api.execution import FailureListener, JobExecutionResult, StatusListener
 from runtime.deploy.client_logging import ensure_client_logging
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
@@ -44,7 +44,9 @@ class EmbeddedExecutor:
     def from_config(cls, config: Mapping[str, str]) -> "EmbeddedExecutor":
         return cls(config.get(PROVIDER_KEY, "spark"), config.get(SPARK_MASTER_KEY))
 
-    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
+    def execute(
+        self, job_graph: JobGraph, status_listener: StatusListener | None = None, failure_listener: FailureListener | None = None
+    ) -> DispatcherJobClient:
         # the JobManager runs in the program's process: its logs go to the client's log file, not
         # to the program's handlers (PyFlink's framework logs on the Java side)
         ensure_client_logging(job_graph.config or {})
@@ -62,7 +64,7 @@ class EmbeddedExecutor:
         except BaseException:
             cluster.close()
             raise
-        return _OwningJobClient(cluster.dispatcher_gateway(), job_id, status_listener, on_close=cluster.close)
+        return _OwningJobClient(cluster.dispatcher_gateway(), job_id, status_listener, failure_listener, on_close=cluster.close)
 
 
 class EmbeddedExecutorFactory:

@@ -1,48 +1,86 @@
 """JobClient over the Dispatcher gateway (used by the embedded executor, the CLI and tests)."""
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any, Callable
 
 import cloudpickle
 
-from runtime.api.execution import JobExecutionResult, StatusListener
+from runtime.api.execution import FailureListener, JobExecutionResult, JobFailure, StatusListener
 from runtime.core.errors import JobExecutionError
 from runtime.core.states import JobStatus
 from runtime.rpc import messages as m
 from runtime.rpc.service import Gateway
 
 
+def job_failures(exceptions: m.JobExceptionsMessage) -> list[JobFailure]:
+    """The failures of a job's exception history (newest first there), oldest first."""
+    return [
+        JobFailure(
+            timestamp_ms=e.timestamp_ms, exception=e.error.type_name, message=e.error.message, operator=e.error.operator,
+            task=e.error.task, task_manager=e.error.task_manager, concurrent=len(e.concurrent),
+        )
+        for e in sorted(exceptions.entries, key=lambda e: e.timestamp_ms)
+    ]
+
+
 class DispatcherJobClient:
-    def __init__(self, dispatcher: Gateway, job_id: str, status_listener: StatusListener | None = None, on_close: Callable[[], None] | None = None) -> None:
+    """A job's client. With listeners, a watcher thread reports each status change and each failure
+    (the exception history: a region restart changes no job status) as they happen."""
+
+    def __init__(
+        self,
+        dispatcher: Gateway,
+        job_id: str,
+        status_listener: StatusListener | None = None,
+        failure_listener: FailureListener | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
         self._job_id = job_id
         self._on_close = on_close
         self._closed = False
         self._result: m.JobResultMessage | None = None
         self._watcher: threading.Thread | None = None
-        if status_listener is not None:
-            self._watcher = threading.Thread(target=self._watch, args=(status_listener,), daemon=True, name=f"job-status-{job_id[:8]}")
+        if status_listener is not None or failure_listener is not None:
+            self._watcher = threading.Thread(
+                target=self._watch, args=(status_listener, failure_listener), daemon=True, name=f"job-status-{job_id[:8]}"
+            )
             self._watcher.start()
 
     @property
     def job_id(self) -> str:
         return self._job_id
 
-    def _watch(self, listener: StatusListener) -> None:
+    def _watch(self, listener: StatusListener | None, failure_listener: FailureListener | None) -> None:
         seen = 0
+        reported: set[tuple[int, str, str | None]] = set()
+        arg = m.JobIdMessage(job_id=self._job_id)
         while True:
             try:
-                hist: m.JobList = self.dispatcher.call_sync("request_job_history", m.JobIdMessage(job_id=self._job_id), timeout=10)
+                hist: m.JobList = self.dispatcher.call_sync("request_job_history", arg, timeout=10)
+                failures = job_failures(self.dispatcher.call_sync("request_job_exceptions", arg, timeout=10)) if failure_listener else []
             except Exception:  # noqa: BLE001 - the cluster went away; the result call reports it
                 return
-            for entry in hist.jobs[seen:]:
-                listener(self._job_id, entry.status, entry.job_name or None)
+            # status changes and failures in the order they happened (a failure before the RESTARTING it caused)
+            events: list[tuple[int, int, Callable[[], None]]] = []
+            if listener is not None:
+                for entry in hist.jobs[seen:]:
+                    events.append((entry.start_time_ms, 1, functools.partial(listener, self._job_id, entry.status, entry.job_name or None)))
+            if failure_listener is not None:
+                for failure in failures:
+                    key = (failure.timestamp_ms, failure.exception, failure.task)
+                    if key not in reported:
+                        reported.add(key)
+                        events.append((failure.timestamp_ms, 0, functools.partial(failure_listener, self._job_id, failure)))
+            for _, _, report in sorted(events, key=lambda e: e[:2]):
+                report()
             seen = len(hist.jobs)
             if hist.jobs and hist.jobs[-1].status.is_globally_terminal:
                 return
-            time.sleep(0.1)
+            time.sleep(0.1)  # polling interval of the watcher thread
 
     def get_job_status(self) -> JobStatus:
         return self.dispatcher.call_sync("request_job_status", m.JobIdMessage(job_id=self._job_id)).status

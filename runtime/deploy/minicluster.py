@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from runtime.api.execution import StatusListener
+from runtime.api.execution import FailureListener, StatusListener
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.graph.job_graph import JobGraph
 from runtime.jobmanager.dispatcher import Dispatcher
@@ -150,8 +150,10 @@ class MiniCluster:
         resp: m.JobIdMessage = self.dispatcher_gateway().call_sync("submit_job", m.SubmitJob(job_graph_json=job_graph.model_dump_json()))
         return resp.job_id
 
-    def submit(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
-        return DispatcherJobClient(self.dispatcher_gateway(), self.submit_job(job_graph), status_listener)
+    def submit(
+        self, job_graph: JobGraph, status_listener: StatusListener | None = None, failure_listener: FailureListener | None = None
+    ) -> DispatcherJobClient:
+        return DispatcherJobClient(self.dispatcher_gateway(), self.submit_job(job_graph), status_listener, failure_listener)
 
     def task_managers(self) -> list[m.TaskManagerInfo]:
         assert self.rpc is not None
@@ -195,5 +197,7 @@ class MiniClusterExecutor:
     def __init__(self, cluster: MiniCluster) -> None:
         self.cluster = cluster
 
-    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> DispatcherJobClient:
-        return self.cluster.submit(job_graph, status_listener)
+    def execute(
+        self, job_graph: JobGraph, status_listener: StatusListener | None = None, failure_listener: FailureListener | None = None
+    ) -> DispatcherJobClient:
+        return self.cluster.submit(job_graph, status_listener, failure_listener)

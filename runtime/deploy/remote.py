@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.api.execution import JobExecutionResult, StatusListener
+from runtime.api.execution import FailureListener, JobExecutionResult, StatusListener
 from runtime.core.states import JobStatus
 from runtime.deploy.client_logging import ensure_client_logging
 from runtime.deploy.cluster_file import ClusterEndpoint
@@ -36,6 +36,20 @@ class _RestDispatcher:
                     for status, ts, cause in self.client.job_history(job_id)
                 ]
             )
+        if method == "request_job_exceptions":
+            exc = self.client.job_exceptions(job_id)
+            return m.JobExceptionsMessage(
+                job_id=job_id, num_restarts=exc.restarts, restart_strategy=exc.restart_strategy,
+                entries=[
+                    m.ExceptionHistoryEntryMessage(
+                        timestamp_ms=e.timestamp or 0,
+                        error=m.ErrorInfo(type_name=e.exception_name, message=e.message, traceback=e.stacktrace, task=e.task_name,
+                                          operator=e.operator, task_manager=e.location or e.taskmanager_id),
+                        concurrent=[m.ErrorInfo(type_name=c.exception_name, message=c.message) for c in e.concurrent_exceptions],
+                    )
+                    for e in exc.exception_history.entries
+                ],
+            )
         if method == "cancel_job":
             self.client.cancel_job(job_id)
             return m.Ack()
@@ -57,12 +71,12 @@ class RestExecutor:
         self.client = rest_client(endpoint)
         self.detached = detached
 
-    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None) -> Any:
+    def execute(self, job_graph: JobGraph, status_listener: StatusListener | None = None, failure_listener: FailureListener | None = None) -> Any:
         ensure_client_logging(job_graph.config or {})  # the client's logs stay out of the program's handlers
         job_id = self.client.submit_job(job_graph)
         if self.detached:
             return DetachedJobClient(_RestDispatcher(self.client), job_id, job_graph.job_name)
-        return DispatcherJobClient(_RestDispatcher(self.client), job_id, status_listener)
+        return DispatcherJobClient(_RestDispatcher(self.client), job_id, status_listener, failure_listener)
 
 
 class DetachedJobClient(DispatcherJobClient):

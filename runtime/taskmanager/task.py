@@ -309,12 +309,9 @@ class Task:
             # an input released under us means its producer was canceled, and this task will be
             # too: cancellation, not failure (Flink: CancelTaskException from a released channel)
             canceled = self._canceled.is_set() or isinstance(e, PartitionReleasedError)
-            for p in self._partitions:
-                if canceled:
-                    self._quietly(p.release)
-                else:
-                    self._quietly(p.fail, e)  # consumers learn that their producer failed
             if canceled:
+                for p in self._partitions:
+                    self._quietly(p.release)
                 # the cause travels along: a job still RUNNING fails with it (canceled unexpectedly)
                 released = None if self._canceled.is_set() else ErrorInfo.from_exception(e, task=self.tdd.task_name_with_subtask, task_manager=self.tm_id)
                 self._transition(ExecutionState.CANCELED, released)
@@ -323,7 +320,11 @@ class Task:
                 op = getattr(e, "__millrace_operator__", None)
                 info = ErrorInfo.from_exception(e, task=self.tdd.task_name_with_subtask, operator=op, task_manager=self.tm_id)
                 self.log.error("failed: %s", info.describe())
+                # reported before the consumers learn of it: the JobMaster then hears this root cause
+                # before their echoes of it (ProducerFailedError), and records it as the restart's cause
                 self._transition(ExecutionState.FAILED, info)
+                for p in self._partitions:
+                    self._quietly(p.fail, e)  # consumers learn that their producer failed
         finally:
             self._chain = None
             self._quietly(self._run_control)  # triggers that came too late are declined, not left to time out

@@ -51,7 +51,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SLOT_REQUEST_TIMEOUT_S = 60.0
 FINAL_SAVEPOINT_ATTEMPTS = 3  # execution.end-of-input.savepoint: tries before the job fails
-_CONSEQUENTIAL_FAILURES = frozenset({"ProducerFailedError", "PartitionReleasedError", "TaskCanceled", "TaskManagerLostError"})
+_CONSEQUENTIAL_FAILURES = frozenset(
+    {"ProducerFailedError", "PartitionReleasedError", "PartitionConnectionError", "TaskCanceled", "TaskManagerLostError"}
+)
 
 
 @dataclass
@@ -361,7 +363,12 @@ class Scheduler:
         running = self.status.state is JobStatus.RUNNING
         if msg.state is ExecutionState.FAILED:
             ex.failure_info = msg.error
-            if not (was_canceling and ev.id in self._pending_restart):
+            if was_canceling and ev.id in self._pending_restart:
+                # a failure the restart overtook: when the restart's recorded cause only echoes
+                # it (a consumer saw the failed producer first), it is the root cause
+                if msg.error is not None:
+                    self._note_root_cause(msg.error, replace_only=True)
+            else:
                 self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="UnknownError", message="task failed", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.CANCELED and running and not was_canceling:
             self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
@@ -477,15 +484,17 @@ class Scheduler:
         self.exception_history.append(ExceptionHistoryEntry(int(self.clock() * 1000), error, restarted, global_failure))
         del self.exception_history[:-100]
 
-    def _note_root_cause(self, error: m.ErrorInfo) -> None:
-        """A failure inside a restart in progress: if the recorded one only echoed it, this is the root cause."""
+    def _note_root_cause(self, error: m.ErrorInfo, replace_only: bool = False) -> None:
+        """A failure inside a restart in progress: if the recorded one only echoed it, this is the root
+        cause; else it is a concurrent failure (`replace_only`: then it is left out, e.g. the errors of
+        tasks being cancelled)."""
         if not self.exception_history:
             return
         entry = self.exception_history[-1]
-        if entry.error.type_name in _CONSEQUENTIAL_FAILURES and error.type_name not in _CONSEQUENTIAL_FAILURES:
+        if self._is_consequence(entry.error) and not self._is_consequence(error):
             entry.concurrent.append(entry.error)
             entry.error = error
-        else:
+        elif not replace_only:
             entry.concurrent.append(error)
 
     def _restart(self, vertices: set[ExecutionVertexID], delay_s: float) -> None:

@@ -97,6 +97,23 @@ def test_failed_job_exits_non_zero_with_its_cause(session_cluster, tmp_path):
     assert "ValueError: record 7 is poisoned" in out.stderr and "Traceback" in out.stderr
 
 
+def test_attached_run_prints_the_cause_of_each_failure_as_it_happens(session_cluster, tmp_path):
+    """Each failure's root cause (exception, operator, task, TaskManager) on its own line, before the
+    status change it causes: the job restarts twice and then fails, on the same poisoned record."""
+    out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-p", "1", "--records", "20", "--fail-at", "7",
+                              "--restart-attempts", "2", "--output", str(tmp_path / "t"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    failures = [i for i, line in enumerate(lines) if " failure: ValueError: record 7 is poisoned " in line]
+    assert len(failures) == 3, out.stdout
+    for attempt, i in enumerate(failures):
+        assert f"(operator 'Map', task Collection Source -> Map (1/1)#{attempt}, TaskManager tm-" in lines[i], lines[i]
+    # every failure comes before the status change it caused: RESTARTING twice (a job-wide restart), then FAILING
+    changes = [(i, found.group(1)) for i, line in enumerate(lines) if (found := re.search(r"\] job \w+ -> (\w+)", line))]
+    after = [next(status for j, status in changes if j > i) for i in failures]
+    assert after == ["RESTARTING", "RESTARTING", "FAILING"], out.stdout
+
+
 def test_bad_input_gets_messages(session_cluster, tmp_path):
     out = session_cluster.cli("info", "0" * 32)
     assert out.returncode == 2 and "unknown job" in out.stderr.lower(), out.stderr

@@ -75,7 +75,7 @@ class LocalExecutor:
     def __init__(self) -> None:
         self.job_graphs: list[JobGraph] = []
 
-    def execute(self, job_graph: JobGraph, status_listener: Any = None) -> LocalClient:
+    def execute(self, job_graph: JobGraph, status_listener: Any = None, failure_listener: Any = None) -> LocalClient:
         self.job_graphs.append(job_graph)
         ops: dict[int, Any] = {}
         outs: dict[int, _FanOut] = {}

@@ -11,6 +11,7 @@ from runtime.api.common.typeinfo import Types
 from runtime.api.connectors.delta import DeltaSink
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.common import Row
+from runtime.api.common.restart_strategy import RestartStrategies
 
 
 def main():
@@ -21,6 +22,7 @@ def main():
     parser.add_argument("--output", required=True)
     parser.add_argument("--pid-file", default=None)
     parser.add_argument("--name", default="squares")
+    parser.add_argument("--restart-attempts", type=int, default=0, help="fixed-delay restarts (100 ms apart) before the job fails")
     args = parser.parse_args()
     if args.pid_file:
         with open(args.pid_file, "w") as f:
@@ -35,6 +37,8 @@ def main():
         return (n % 4, n * n)
 
     env = StreamExecutionEnvironment.get_execution_environment()
+    if args.restart_attempts:
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(args.restart_attempts, 100))
     out_type = Types.ROW_NAMED(["key", "total"], [Types.LONG(), Types.LONG()])
     (
         env.from_collection(list(range(args.records)), type_info=Types.LONG())
