@@ -46,9 +46,10 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
         conf = Configuration()
         conf.set_string("execution.runtime-mode", "BATCH")
         conf.set_string("execution.batch.blocking-results.dir", args.output + "-blocking")
-        conf.set_string("restart-strategy.type", "fixed-delay")
-        conf.set_string("restart-strategy.fixed-delay.attempts", "3")
-        conf.set_string("restart-strategy.fixed-delay.delay", "200 ms")
+        if args.restart_delay_ms is not None:  # else a batch job's default: 3 attempts, 1 s apart
+            conf.set_string("restart-strategy.type", "fixed-delay")
+            conf.set_string("restart-strategy.fixed-delay.attempts", "3")
+            conf.set_string("restart-strategy.fixed-delay.delay", f"{args.restart_delay_ms} ms")
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(args.parallelism)
         windowed_sum.build(env, args.events, args.output, per_record=args.per_record)
@@ -98,6 +99,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--provider", choices=["spark", "local"], default="spark")
     parser.add_argument("--per-record", action="store_true", help="the per-record job")
+    parser.add_argument("--restart-delay-ms", type=int, default=None,
+                        help="fixed-delay restarts this far apart (default: none configured, a batch job's default strategy)")
     return parser.parse_args(argv)
 
 

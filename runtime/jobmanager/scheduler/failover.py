@@ -61,6 +61,12 @@ RESTART_STRATEGY_TYPES: dict[str, tuple[str, ...]] = {
 # Flink's defaults (RestartStrategyOptions, Flink 1.19+)
 DEFAULT_FIXED_DELAY_ATTEMPTS = 1
 DEFAULT_FIXED_DELAY_MS = 1_000
+# A BATCH job without a restart strategy of its own: 3 restarts 1 s apart (Spark's
+# spark.task.maxFailures = 4 attempts). A deviation from Flink, where a job without checkpointing
+# never restarts: here a batch job's finished stages are committed to Delta, so a restart re-runs
+# only the failed region, and a lost TaskManager should not fail a long batch job.
+BATCH_DEFAULT_ATTEMPTS = 3
+BATCH_DEFAULT_DELAY_MS = 1_000
 DEFAULT_FAILURE_RATE_MAX_FAILURES = 1
 DEFAULT_FAILURE_RATE_INTERVAL_MS = 60_000
 DEFAULT_FAILURE_RATE_DELAY_MS = 1_000
@@ -385,17 +391,23 @@ def restart_strategy_from_config(
     checkpointing_enabled: bool,
     clock: Clock = time.monotonic,
     rng: random.Random | None = None,
+    batch: bool = False,
 ) -> RestartBackoffTimeStrategy:
     """Flink's RestartBackoffTimeStrategyFactoryLoader, for one job config.
 
     restart-strategy.type (or the deprecated restart-strategy) picks the strategy; with none set,
-    a job without checkpointing does not restart and a checkpointed job uses exponential-delay
-    with Flink's defaults (Flink 1.19+).
+    a checkpointed job uses exponential-delay with Flink's defaults (Flink 1.19+), a BATCH job
+    fixed-delay with BATCH_DEFAULT_ATTEMPTS (a deviation from Flink, see above), and any other job
+    does not restart.
     """
     kind = restart_strategy_type(config)
     if kind is None:
-        kind = EXPONENTIAL_DELAY if checkpointing_enabled else NO_RESTART
-        config = {}  # the defaults, not stray per-strategy keys
+        if checkpointing_enabled:
+            kind, config = EXPONENTIAL_DELAY, {}  # the defaults, not stray per-strategy keys
+        elif batch:
+            return FixedDelayRestartBackoffTimeStrategy(BATCH_DEFAULT_ATTEMPTS, BATCH_DEFAULT_DELAY_MS)
+        else:
+            kind, config = NO_RESTART, {}
     if kind == NO_RESTART:
         return NoRestartBackoffTimeStrategy()
     if kind == FIXED_DELAY:

@@ -99,7 +99,9 @@ class Scheduler:
         self.failover_strategy = failover_strategy_from_config(
             job_graph.config, self._blocking_partition_available if self.partitions is not None else None
         )
-        self.restart_strategy = restart_strategy_from_config(job_graph.config, self.checkpoint_config.enabled, clock=clock)
+        self.restart_strategy = restart_strategy_from_config(
+            job_graph.config, self.checkpoint_config.enabled, clock=clock, batch=job_graph.job_type is JobType.BATCH
+        )
         self.checkpoints: CheckpointCoordinator | None = None
         self.coordinators: dict[int, Any] = {}
         self.coordinator_names: dict[int, str] = {}

@@ -230,6 +230,17 @@ def test_default_without_checkpointing_is_no_restart() -> None:
     assert isinstance(restart_strategy_from_config({}, checkpointing_enabled=False), NoRestartBackoffTimeStrategy)
 
 
+def test_default_of_a_batch_job_is_three_restarts_a_second_apart() -> None:
+    """A deviation from Flink (no restart without checkpointing): a batch job's committed stages make restarts cheap."""
+    s = restart_strategy_from_config({}, checkpointing_enabled=False, batch=True)
+    assert isinstance(s, FixedDelayRestartBackoffTimeStrategy)
+    assert s.describe() == "fixed-delay (3 attempts, 1000 ms)"
+    # what the job configures wins; a checkpointed batch job gets the checkpointed default
+    configured = restart_strategy_from_config({"restart-strategy.type": "none"}, checkpointing_enabled=False, batch=True)
+    assert isinstance(configured, NoRestartBackoffTimeStrategy)
+    assert isinstance(restart_strategy_from_config({}, checkpointing_enabled=True, batch=True), ExponentialDelayRestartBackoffTimeStrategy)
+
+
 def test_default_with_checkpointing_is_exponential_delay_with_flink_defaults() -> None:
     s = restart_strategy_from_config({}, checkpointing_enabled=True)
     assert isinstance(s, ExponentialDelayRestartBackoffTimeStrategy)
