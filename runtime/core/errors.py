@@ -134,6 +134,18 @@ class IncompatibleStateError(NonRecoverableError):
     type did (Flink: StateMigrationException). Restarting would restore the same state again."""
 
 
+class TableInUseError(StorageError):
+    """A Delta table is held by another running job's sink (its table lease): the job writing it
+    second fails at start. Restarting cannot help while the other job runs."""
+
+    throwable_type = ThrowableType.NON_RECOVERABLE_ERROR
+
+
+class TableLeaseLostError(TableInUseError):
+    """A running sink lost its table lease (not renewed in time, then taken over by another job):
+    it commits nothing more, since another job may have written the table since."""
+
+
 class CheckpointError(MillraceError):
     """A checkpoint or savepoint could not be taken (not every task runs, declined, expired, not committed)."""
 

@@ -17,6 +17,10 @@ Coordinator (on the JobMaster):
 - `on_job_finished()`: the tail, exactly once (version = last checkpoint + 1, or `app_version`
   for a job that never checkpointed). `mode="overwrite"` applies to the job's first commit only.
 - A job that did not finish: files no commit references are deleted by `close()`.
+- One table, one writing job: `start()` takes the table's lease (`runtime/storage/table_lease.py`)
+  and fails the job when another running job's sink holds it; the lease is renewed while the job
+  runs, checked before every commit and released at the end. `allow_concurrent_writers=True`
+  shares the table with other such sinks (appends only).
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.errors import InvalidProgramError, StorageError
 from runtime.core.records import ColumnBatch, RecordBatch
 from runtime.core.row import Row, named_row_columns
+from runtime.storage.table_lease import DEFAULT_LEASE_TIMEOUT_S, LEASE_DIR, LeaseRegister, TableLease
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,8 @@ def check_output_location(table_uri: str) -> None:
         raise StorageError(f"Delta sink: {table_uri} is a file, not a directory: give the sink a directory for its table")
     entries = fs.get_file_info(pafs.FileSelector(base, recursive=False))
     names = sorted(os.path.basename(e.path.rstrip("/")) for e in entries)
-    if not names or "_delta_log" in names:
+    # a table lease: a Millrace sink's table before its first commit (its lease decides who may write)
+    if not names or "_delta_log" in names or LEASE_DIR in names:
         return
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     raise StorageError(
@@ -391,6 +397,7 @@ class DeltaSinkCoordinator:
         self._retained_paths: set[str] = set()
         self.checkpoint_commits = 0
         self.version: int | None = None
+        self._lease: TableLease | None = None
 
     @property
     def app_id(self) -> str:
@@ -402,6 +409,25 @@ class DeltaSinkCoordinator:
         import pyarrow.fs as pafs
 
         self._created_location = fs.get_file_info(base).type == pafs.FileType.NotFound
+        # one table, one writing job (or only concurrent appenders): refused here, before any task writes
+        lease = TableLease(
+            self.sink.path, self.job_id, self.sink.sink_id, operator=self.operator_name,
+            # getattr: a sink pickled before the lease existed (a job graph kept by HA) shares nothing
+            concurrent=getattr(self.sink, "allow_concurrent_writers", False),
+            timeout_s=getattr(self.sink, "lease_timeout_s", DEFAULT_LEASE_TIMEOUT_S),
+        )
+        lease.acquire()
+        self._lease = lease
+        lease.start_renewing()
+
+    def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            lease.release()
+        except Exception as e:  # noqa: BLE001 - an unreleased lease expires by itself
+            log.warning("Delta sink %s: could not release the table lease (%s); it expires in %.0f s", self.sink.path, e, lease.timeout_s)
 
     def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
         if not isinstance(event, dict) or event.get("type") != "delta_files":
@@ -466,6 +492,8 @@ class DeltaSinkCoordinator:
         from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files  # only storage/ touches deltalake
 
         mode = self.sink.mode if not self._any_commit else "append"
+        if self._lease is not None:
+            self._lease.ensure_held()  # another job may own the table now: commit nothing
         try:
             result = commit_add_files(
                 self.sink.path, files, self._table_schema(), mode=mode, partition_by=self.sink.partition_by,
@@ -596,6 +624,11 @@ class DeltaSinkCoordinator:
 
     # --- end of the job -----------------------------------------------------------------------
     def on_job_finished(self) -> dict[str, Any]:
+        result = self._finish()
+        self._release_lease()  # the last commit is done: the table is free for the next job
+        return result
+
+    def _finish(self) -> dict[str, Any]:
         tails = self._tails()
         missing = sorted(set(range(self.parallelism)) - set(tails))
         if missing:
@@ -647,10 +680,15 @@ class DeltaSinkCoordinator:
             # by attempts whose TaskManager died before they could report (with or without checkpoints)
             try:
                 self._delete_orphans(set(range(self.parallelism)))
-                if getattr(self, "_created_location", False):
-                    _remove_empty_dirs(self.sink.path)  # a new table that never got a commit leaves nothing
             except Exception:  # noqa: BLE001 - clean-up is best effort
                 log.warning("Delta sink %s: could not look for files no commit references", self.sink.path)
+        self._release_lease()  # after the clean-up: until then no other job may take the table
+        if not self._committed and not self._keep_files and getattr(self, "_created_location", False) and not self._any_commit:
+            try:  # a new table that never got a commit leaves nothing (its lease folder, if no one else holds it, too)
+                if LeaseRegister(self.sink.path).remove_if_free():
+                    _remove_empty_dirs(self.sink.path)
+            except Exception:  # noqa: BLE001 - clean-up is best effort
+                log.warning("Delta sink %s: could not remove the folder of a table that never got a commit", self.sink.path)
         self._files.clear()
         self._superseded = []
 
@@ -702,6 +740,14 @@ class DeltaSink(Sink):
 
     `app_id` / `app_version` tag the commit (Delta txn): a second commit with the same app id and a
     version not newer is skipped. Default app id: "millrace-<job id>-<sink id>" (unique per sink).
+
+    One table, one writing job: the sink takes a lease on its table when the job starts (in
+    `<path>/_millrace_lease/`), renews it while the job runs and releases it at the end; a job
+    whose sink finds the table held by another running job fails at start, naming that job.
+    `allow_concurrent_writers=True` (mode "append" only) shares the table with other sinks that
+    set it too: their appends sit side by side. `lease_timeout_s` (default 60): how long a lease
+    outlives its last renewal, i.e. how long a crashed JobManager on another host keeps the table.
+    See docs/fault_tolerance.md.
     """
 
     def __init__(
@@ -715,9 +761,19 @@ class DeltaSink(Sink):
         app_version: int = 1,
         storage_options: dict[str, str] | None = None,
         replace_where: dict[str, Any] | None = None,
+        allow_concurrent_writers: bool = False,
+        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
     ) -> None:
         if mode not in ("append", "overwrite"):
             raise InvalidProgramError(f"DeltaSink({path}): mode must be 'append' or 'overwrite', got {mode!r}")
+        if allow_concurrent_writers and mode != "append":
+            raise InvalidProgramError(
+                f"DeltaSink({path}): allow_concurrent_writers=True lets other jobs append to the table while this one runs, "
+                f"so this sink may only append: mode={mode!r} would remove their rows. Use mode='append', or leave "
+                "allow_concurrent_writers off to keep the table to this job"
+            )
+        if lease_timeout_s <= 0:
+            raise InvalidProgramError(f"DeltaSink({path}): lease_timeout_s must be > 0, got {lease_timeout_s}")
         parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
         if replace_where is not None:
             outside = sorted(set(replace_where) - set(parts))
@@ -738,6 +794,9 @@ class DeltaSink(Sink):
         # Delta's replaceWhere on partition columns: the first commit replaces only these partitions
         self.replace_where = {k: _partition_str(v) for k, v in replace_where.items()} if replace_where else None
         self.sink_id = uuid.uuid4().hex[:12]  # fixed in the JobGraph: the same for every attempt of this job
+        # the table lease: other jobs' sinks are refused while this job runs, unless both allow concurrent appends
+        self.allow_concurrent_writers = bool(allow_concurrent_writers)
+        self.lease_timeout_s = float(lease_timeout_s)
 
     @staticmethod
     def for_path(path: str, mode: str = "append", **kwargs: Any) -> "DeltaSink":

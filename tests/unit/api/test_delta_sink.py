@@ -327,3 +327,64 @@ def test_a_failed_job_without_checkpoints_leaves_no_file_of_a_writer_that_died_u
     c2.close()
     assert _read(existing) == [{"x": 1}]
     assert len([f for f in os.listdir(existing) if f.endswith(".parquet")]) == 1
+
+
+def test_a_second_job_on_the_same_table_is_refused_at_start_until_the_first_ends(tmp_path):
+    from runtime.core.errors import TableInUseError
+    from runtime.storage.table_lease import read_lease
+
+    path = str(tmp_path / "t")
+    first = DeltaSink(path, mode="overwrite")
+    c1 = first.coordinator_provider().create("job-1", "delta: out", 1)
+    c1.start()
+    second = DeltaSink(path)
+    with pytest.raises(TableInUseError, match=rf"job job-2: Delta sink 'delta: other' cannot write {path}: another running job writes it \(job job-1, sink 'delta: out'"):
+        second.coordinator_provider().create("job-2", "delta: other", 1).start()
+    _write(first, c1, 0, 1, [obj([Row(x=1)])])
+    c1.on_job_finished()  # the last commit released the table
+    assert read_lease(path)["holders"] == {}
+    c2 = second.coordinator_provider().create("job-2", "delta: other", 1)
+    c2.start()
+    _write(second, c2, 0, 1, [obj([Row(x=2)])])
+    c2.on_job_finished()
+    c2.close()
+    assert _read(path) == [{"x": 1}, {"x": 2}]
+
+
+def test_sinks_that_allow_concurrent_writers_append_side_by_side_and_overwrite_is_refused_with_it(tmp_path):
+    from runtime.core.errors import InvalidProgramError, TableInUseError
+
+    path = str(tmp_path / "t")
+    with pytest.raises(InvalidProgramError, match="allow_concurrent_writers=True .* may only append: mode='overwrite'"):
+        DeltaSink.for_path(path, mode="overwrite", allow_concurrent_writers=True)
+    sinks = [DeltaSink.for_path(path, mode="append", allow_concurrent_writers=True) for _ in range(2)]
+    coords = [s.coordinator_provider().create(f"job-{i}", "out", 1) for i, s in enumerate(sinks)]
+    for c in coords:
+        c.start()
+    with pytest.raises(TableInUseError, match="the other job does not allow|job job-0"):
+        DeltaSink(path).coordinator_provider().create("job-x", "out", 1).start()  # an exclusive sink waits for both
+    for i, (s, c) in enumerate(zip(sinks, coords)):
+        _write(s, c, 0, 1, [obj([Row(x=i)])])
+    for c in coords:
+        c.on_job_finished()
+        c.close()
+    assert _read(path) == [{"x": 0}, {"x": 1}]
+
+
+def test_a_sink_that_lost_its_lease_commits_nothing(tmp_path):
+    from runtime.core.errors import TableLeaseLostError
+    from runtime.storage.table_lease import LeaseRegister
+    from runtime.storage.table_lease_rules import LeaseState
+
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path)
+    coord = sink.coordinator_provider().create("job-1", "out", 1)
+    coord.start()
+    # another job took the table over (this JobManager did not renew in time)
+    register = LeaseRegister(path)
+    register.transition(lambda state: LeaseState(generation=state.generation + 1, holders={}))
+    _write(sink, coord, 0, 1, [obj([Row(x=1)])])
+    with pytest.raises(TableLeaseLostError, match="lost its lease"):
+        coord.on_job_finished()
+    coord.close()
+    assert not os.path.exists(os.path.join(path, "_delta_log"))
