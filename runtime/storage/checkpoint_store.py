@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from typing import Any
 
@@ -319,9 +320,63 @@ class CheckpointStore:
             log.warning("job %s: Delta log checkpoint of %s failed: %s", self.job_id, self.table_uri, e)
 
     # --- deleting files -------------------------------------------------------------------------
-    def discard(self, files: list[str]) -> None:
-        """Delete the files of a checkpoint that never completed (timeout, decline); missing files are fine."""
+    def discard(self, files: list[str], checkpoint_id: int | None = None) -> None:
+        """Delete the files of a checkpoint that never completed (timeout, decline); missing files are fine.
+
+        With `checkpoint_id`, also the empty partition folders of that checkpoint and of every older
+        one: a task whose write failed (a full disk) leaves a folder and no file, and may fail after
+        the checkpoint was already given up. Newer ids are left alone: their tasks may be about to
+        write into a folder they just created.
+        """
         self._delete(files)
+        if checkpoint_id is not None:
+            self.remove_empty_partitions(checkpoint_id)
+
+    def _partitions(self, up_to: int) -> list[tuple[int, str]]:
+        """(checkpoint id, folder) of the local table's `checkpoint_id=N` folders with N <= `up_to`
+        (object stores have no folders: nothing)."""
+        _, root = resolve_filesystem(self.table_uri)
+        if not os.path.isdir(root):
+            return []
+        prefix = f"{PARTITION_COLUMN}="
+        out = []
+        for name in os.listdir(root):
+            if name.startswith(prefix) and name[len(prefix):].lstrip("-").isdigit() and int(name[len(prefix):]) <= up_to:
+                out.append((int(name[len(prefix):]), os.path.join(root, name)))
+        return out
+
+    def remove_empty_partitions(self, up_to: int) -> list[str]:
+        """rmdir every empty `checkpoint_id=N` folder with N <= `up_to`; the removed folders."""
+        removed = []
+        for _, folder in self._partitions(up_to):
+            try:
+                os.rmdir(folder)  # fails, harmlessly, unless empty
+                removed.append(folder)
+            except OSError:
+                pass
+        if removed:
+            log.info("job %s: removed %d empty folders of failed checkpoints under %s", self.job_id, len(removed), self.table_uri)
+        return removed
+
+    def remove_uncommitted_partitions(self, up_to: int) -> list[str]:
+        """At the job's end, when no task writes any more: delete every `checkpoint_id=N` folder
+        (N <= `up_to`) that no commit references, with what is in it: the files of checkpoints that
+        failed or were aborted and that no acknowledgement listed (a writer killed mid-write, a write
+        that failed after its checkpoint was given up, temp files). Committed checkpoints, and the
+        shared state they build on, are in committed folders and stay."""
+        local = self._partitions(up_to)
+        if not local:
+            return []
+        committed = set(self.completed_ids())
+        removed = []
+        for cid, folder in local:
+            if cid in committed:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        if removed:
+            log.info("job %s: removed %d folders of checkpoints that never completed under %s", self.job_id, len(removed), self.table_uri)
+        return removed
 
     def _delete(self, files: list[str]) -> None:
         """Delete table-relative files, then their partition directories if that left them empty."""

@@ -303,14 +303,13 @@ class CheckpointCoordinator:
         self.stats.report_failed(checkpoint_id, reason)
         self._log(logging.WARNING, "checkpoint %d aborted: %s", checkpoint_id, reason)
         files = p.files()
-        if files or p.savepoint is not None:
-            try:
-                if p.savepoint is not None:  # nothing was committed there: the savepoint's folder goes
-                    await self._run_io(self.store.discard_savepoint, p.savepoint.target, files)
-                else:
-                    await self._run_io(self.store.discard, files)
-            except Exception as e:  # noqa: BLE001
-                self._log(logging.WARNING, "could not delete the files of aborted checkpoint %d: %s", checkpoint_id, e)
+        try:
+            if p.savepoint is not None:  # nothing was committed there: the savepoint's folder goes
+                await self._run_io(self.store.discard_savepoint, p.savepoint.target, files)
+            else:  # its files, and the empty folders of tasks whose write failed (a full disk)
+                await self._run_io(self.store.discard, files, checkpoint_id)
+        except Exception as e:  # noqa: BLE001
+            self._log(logging.WARNING, "could not delete the files of aborted checkpoint %d: %s", checkpoint_id, e)
         if p.done is not None and not p.done.done():
             p.done.set_exception(CheckpointError(reason))
             count_failure = False  # a failed savepoint is the caller's error to handle, not a checkpoint failure
@@ -375,8 +374,20 @@ class CheckpointCoordinator:
         return await self._run_io(fn, *args)
 
     def shutdown(self) -> None:
+        if self._shutdown:
+            return
         self._shutdown = True
         self.stop_periodic()
         if self.pending is not None and self.pending.timeout_handle is not None:
             self.pending.timeout_handle.cancel()
+        if self._next_id > 1:
+            # every task is done now: what failed checkpoints left (files no acknowledgement listed, a
+            # killed writer's temp file, empty folders) goes, after any commit still queued before it
+            self._io.submit(self._remove_uncommitted, self._next_id - 1)
         self._io.shutdown(wait=False)
+
+    def _remove_uncommitted(self, up_to: int) -> None:
+        try:
+            self.store.remove_uncommitted(up_to)
+        except Exception as e:  # noqa: BLE001 - garbage left behind, not damage
+            self._log(logging.WARNING, "could not remove the folders of checkpoints that never completed: %s", e)

@@ -70,5 +70,8 @@ class CompletedCheckpointStore:
     def latest(self) -> CheckpointMetadata | None:
         return self._store.latest()
 
-    def discard(self, files: list[str]) -> None:
-        self._store.discard(files)
+    def discard(self, files: list[str], checkpoint_id: int | None = None) -> None:
+        self._store.discard(files, checkpoint_id)
+
+    def remove_uncommitted(self, up_to: int) -> None:
+        self._store.remove_uncommitted_partitions(up_to)

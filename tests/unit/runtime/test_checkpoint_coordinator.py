@@ -22,6 +22,8 @@ class TestingCheckpointStore:
     table_uri: str = "memory://checkpoints"
     added: list[CheckpointMetadata] = field(default_factory=list)
     discarded: list[str] = field(default_factory=list)
+    swept_up_to: list[int] = field(default_factory=list)  # empty folders of failed checkpoints removed up to
+    removed_uncommitted_up_to: list[int] = field(default_factory=list)  # at the job's end
     add_fn: Callable[[CheckpointMetadata], int] | None = None
 
     def metadata_for(self, pending: Any, now: float) -> CheckpointMetadata:
@@ -40,8 +42,13 @@ class TestingCheckpointStore:
     def latest(self) -> CheckpointMetadata | None:
         return self.added[-1] if self.added else None
 
-    def discard(self, files: list[str]) -> None:
+    def discard(self, files: list[str], checkpoint_id: int | None = None) -> None:
         self.discarded.extend(files)
+        if checkpoint_id is not None:
+            self.swept_up_to.append(checkpoint_id)
+
+    def remove_uncommitted(self, up_to: int) -> None:
+        self.removed_uncommitted_up_to.append(up_to)
 
 
 class FakeTimers:
@@ -173,12 +180,25 @@ def test_a_decline_discards_the_files_of_the_acknowledgements_received(setup) ->
     run(cc.receive_acknowledge(ack("src-0", 1, ["a.parquet"])))
     run(cc.receive_decline(m.DeclineCheckpoint(job_id="job", execution_attempt_id="src-1", checkpoint_id=1, reason="disk full")))
     assert store.discarded == ["a.parquet"] and not store.added
+    assert store.swept_up_to == [1]  # the folder of a task whose write failed (nothing to list) goes too
     assert ("src-0", 1, False) in host.notified
     # a late acknowledgement of the aborted checkpoint: its files are deleted too, nothing completes
     run(cc.receive_acknowledge(ack("src-1", 1, ["late.parquet"])))
     assert "late.parquet" in store.discarded and not store.added
     stats = cc.stats.snapshot()
     assert stats.counts.failed == 1 and "disk full" in (stats.latest_failed.failure_message or "")
+
+
+def test_shutdown_removes_what_checkpoints_that_never_completed_left(setup) -> None:
+    """At the job's end no task writes any more: the folders of every uncommitted checkpoint go (a
+    killed writer's temp file, a write that failed after its checkpoint was given up)."""
+    cc, _host, store, _, run = setup
+    run(cc.trigger_checkpoint())
+    run(cc.receive_decline(m.DeclineCheckpoint(job_id="job", execution_attempt_id="src-1", checkpoint_id=1, reason="disk full")))
+    run(cc.trigger_checkpoint())
+    cc.shutdown()
+    cc._io.shutdown(wait=True)
+    assert store.removed_uncommitted_up_to == [2]
 
 
 def test_a_timeout_discards_and_too_many_failures_in_a_row_are_reported(setup) -> None:
