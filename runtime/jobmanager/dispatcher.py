@@ -257,14 +257,15 @@ class Dispatcher(RpcEndpoint):
         return m.CoordinationResponse(payload=cloudpickle.dumps(response))
 
     async def _from_job_master(self, msg: m.JobIdMessage, method: str) -> Any:
-        """A running job's view from its JobMaster's thread; an ended job's from its archive."""
+        """A running job's view from its JobMaster's thread; otherwise (not serving yet, busy, just
+        ended or stopped) the newest view it published: never a read of its live state from here."""
         entry = self._entry(msg.job_id)
         if entry.result is None:
             try:
                 return await getattr(self.rpc.gateway(entry.job_master.endpoint_id), f"request_{method}")(m.Empty(), timeout=10)
-            except Exception as e:  # noqa: BLE001 - just ended or not serving yet: the archive below
+            except Exception as e:  # noqa: BLE001 - just ended or not serving yet: the published view below
                 log.debug("[Dispatcher] job %s: %s from its JobMaster failed: %s", msg.job_id, method, e)
-        return getattr(entry.job_master, method)()
+        return entry.job_master.published(method)
 
     @rpc_method
     async def request_job_exceptions(self, msg: m.JobIdMessage) -> m.JobExceptionsMessage:
@@ -278,23 +279,7 @@ class Dispatcher(RpcEndpoint):
     async def request_job_details(self, msg: m.JobIdMessage) -> m.JobDetailsMessage:
         """A running job's details come from its JobMaster (with live metrics); an ended job's from its stopped JobMaster."""
         entry = self._entry(msg.job_id)
-        details: m.JobDetailsMessage | None = None
-        if entry.result is None:
-            try:
-                details = await self.rpc.gateway(entry.job_master.endpoint_id).request_job_details(m.Empty(), timeout=10)
-            except Exception as e:  # noqa: BLE001 - not started yet, or just ended: read its graph instead
-                log.debug("[Dispatcher] job %s: details from its JobMaster failed: %s", msg.job_id, e)
-        for _ in range(3):
-            if details is not None:
-                break
-            # the JobMaster's loop is stopped (or not serving yet), so its ExecutionGraph barely changes;
-            # a change under our feet (a dict resized while read) just means: read again
-            try:
-                details = entry.job_master.job_details()
-            except RuntimeError:
-                await asyncio.sleep(0.01)
-        if details is None:
-            details = entry.job_master.job_details()
+        details: m.JobDetailsMessage = await self._from_job_master(msg, "job_details")
         # the Dispatcher's view of status and its timeline is the client-facing one (it starts at CREATED)
         timestamps: dict[str, int] = {}
         for status, ts, _ in entry.history:

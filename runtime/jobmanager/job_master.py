@@ -25,6 +25,8 @@ from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
 
 log = logging.getLogger(__name__)
 
+PUBLISHED_VIEWS = ("job_details", "job_exceptions", "checkpoint_statistics")
+
 
 class JobMaster(RpcEndpoint):
     def __init__(
@@ -42,6 +44,10 @@ class JobMaster(RpcEndpoint):
         self._on_terminal = on_terminal
         self._on_status = on_status
         self.scheduler = Scheduler(self, job_graph)
+        # The views other threads may read (the Dispatcher when this endpoint does not answer: not
+        # started yet, stopping, stopped): immutable messages, replaced on the main thread each time
+        # it answers for one, and at the job's end. Built here before the endpoint runs.
+        self._published: dict[str, Any] = {view: getattr(self, view)() for view in PUBLISHED_VIEWS}
 
     # --- what the scheduler uses of its host ------------------------------------------------
     def status_changed(self, status: JobStatus, cause: str | None) -> None:
@@ -49,6 +55,8 @@ class JobMaster(RpcEndpoint):
             self._on_status(self.job_id, status, cause)
 
     def job_reached_terminal(self, result: m.JobResultMessage) -> None:
+        for view in PUBLISHED_VIEWS:  # the final views, before anyone hears of the end
+            self._publish(view)
         self._on_terminal(result)
 
     async def release_resources(self) -> None:
@@ -182,20 +190,30 @@ class JobMaster(RpcEndpoint):
     def checkpoint_statistics(self) -> m.CheckpointStatisticsMessage:
         return self.scheduler.checkpoint_statistics()
 
+    def _publish(self, view: str) -> Any:
+        """Main thread: compute a view and publish it for other threads."""
+        value = getattr(self, view)()
+        self._published[view] = value  # one reference replaced: readers see the old or the new message
+        return value
+
+    def published(self, view: str) -> Any:
+        """Any thread: the newest published `view` ("job_details", "job_exceptions", "checkpoint_statistics")."""
+        return self._published[view]
+
     @rpc_method
     async def request_job_details(self, msg: m.Empty | None = None) -> m.JobDetailsMessage:
         """Status, placement and metrics of every subtask; live metrics are fetched from the TaskExecutors first."""
         if not self.scheduler.status.state.is_globally_terminal:
             await self._refresh_task_metrics()
-        return self.job_details()
+        return self._publish("job_details")
 
     @rpc_method
     async def request_job_exceptions(self, msg: m.Empty | None = None) -> m.JobExceptionsMessage:
-        return self.job_exceptions()
+        return self._publish("job_exceptions")
 
     @rpc_method
     async def request_checkpoint_statistics(self, msg: m.Empty | None = None) -> m.CheckpointStatisticsMessage:
-        return self.checkpoint_statistics()
+        return self._publish("checkpoint_statistics")
 
     async def _refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
         """Ask every TaskExecutor running our tasks for their metrics, in parallel; a silent one keeps the last known."""
