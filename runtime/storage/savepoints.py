@@ -88,6 +88,31 @@ def discard_savepoint(location: str, files: list[str]) -> None:
         shutil.rmtree(location, ignore_errors=True)
 
 
+def discard_task_snapshot(state_dir: str, savepoint: bool, checkpoint_id: int, subtask_index: int, attempt_number: int) -> list[str]:
+    """A task's snapshot that can never complete (its task was cancelled, its writer died): the
+    files its attempt wrote for it go (`state_files.discard_attempt_files`), and for a savepoint the
+    savepoint's folder too once nothing is left in it and no commit landed there. Called by the task
+    itself, also after the JobMaster gave the savepoint up and cleaned what it knew of (a late
+    writer); empty folders only, never a tree: another late writer may still be writing."""
+    from runtime.storage.state_files import discard_attempt_files
+
+    gone = discard_attempt_files(state_dir, checkpoint_id, subtask_index, attempt_number)
+    if savepoint and "://" not in state_dir:
+        _remove_if_empty(state_dir)
+    return gone
+
+
+def _remove_if_empty(location: str) -> None:
+    """rmdir the folder tree at `location`, deepest first, if it holds no file and no Delta log."""
+    if not os.path.isdir(location) or os.path.isdir(os.path.join(location, "_delta_log")):
+        return
+    for folder, _, _ in sorted(os.walk(location), key=lambda w: len(w[0]), reverse=True):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return  # not empty: someone's file is still there
+
+
 def dispose_savepoint(location: str) -> CheckpointMetadata:
     """Delete a savepoint (Flink: `savepoint --dispose`); refuses anything that is not a savepoint table."""
     meta = read_savepoint(location)

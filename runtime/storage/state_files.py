@@ -30,7 +30,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +65,7 @@ META_OPERATOR_ID = "__checkpoint__"  # reserved: the operator id of the one 'met
 META_STATE_NAME = "metadata"
 LIST_STATE_KIND = "list"  # state_kind of operator and union list rows
 STATE_FILE_PREFIX = "state-"
+TEMP_PREFIX, TEMP_SUFFIX = ".", ".inprogress"  # a file being written: hidden, renamed when complete
 METADATA_FILE_PREFIX = "metadata-"
 
 STATE_FILE_SCHEMA: pa.Schema = pa.schema(
@@ -97,6 +98,11 @@ _ROW_GROUP_SIZE = 64 * 1024
 # statistics only where readers filter; min/max of pickled blobs would cost time and say nothing
 _STATS_COLUMNS = ["operator_id", "subtask", "kind", "key_group", "state_name"]
 _PARTITION_RE = re.compile(r"(?:^|/)checkpoint_id=(-?\d+)/")
+
+# test hook (a settable callable, house style): called with ("writing", final path) before a state
+# file is written and ("written", final path) once it is in place. A test's own code in the
+# TaskManager sets it, e.g. to hold a snapshot writer at a known moment.
+write_hook: Callable[[str, str], None] | None = None
 
 
 def partition_dir(checkpoint_id: int) -> str:
@@ -330,15 +336,21 @@ def _write_atomically(checkpoint_dir: str, rel_path: str, table: pa.Table) -> in
     """Write `table` to a hidden temp name, then rename: a crash never leaves a truncated file under the final name."""
     fs, root = resolve_filesystem(checkpoint_dir)
     final = _join(root, rel_path)
-    tmp = _join(root, f"{os.path.dirname(rel_path)}/.{os.path.basename(rel_path)}.{uuid.uuid4().hex[:8]}.inprogress")
+    tmp = _join(root, f"{os.path.dirname(rel_path)}/{TEMP_PREFIX}{os.path.basename(rel_path)}.{uuid.uuid4().hex[:8]}{TEMP_SUFFIX}")
+    hook = write_hook
     try:
+        if hook is not None:
+            hook("writing", final)
         fs.create_dir(os.path.dirname(final), recursive=True)
         pq.write_table(
             table, tmp, filesystem=fs, row_group_size=_ROW_GROUP_SIZE, compression="snappy",
             write_statistics=_STATS_COLUMNS, use_dictionary=list(_DICT_COLUMNS), store_schema=False,
         )
         fs.move(tmp, final)
-        return fs.get_file_info(final).size
+        size = fs.get_file_info(final).size
+        if hook is not None:
+            hook("written", final)
+        return size
     except Exception as e:
         try:
             fs.delete_file(tmp)
@@ -369,6 +381,37 @@ def write_state_file(
     rel = f"{partition_dir(checkpoint_id)}/{STATE_FILE_PREFIX}{subtask_index}-{attempt_number}-{uuid.uuid4().hex}.parquet"
     size = _write_atomically(checkpoint_dir, rel, table)
     return StateFileHandle(path=rel, size=size, rows=table.num_rows, operator_ids=operator_ids)
+
+
+def discard_attempt_files(checkpoint_dir: str, checkpoint_id: int, subtask_index: int, attempt_number: int) -> list[str]:
+    """Delete what one task attempt's snapshot writer wrote for one checkpoint that no
+    acknowledgement listed: its state file and its temp files (a writer killed mid-write, one that
+    finished after its task was cancelled), then the checkpoint's folder if that left it empty.
+    Only the attempt's own names are touched (one state file per attempt and checkpoint), so files
+    of other tasks, and anything a commit references, stay. Returns the deleted paths."""
+    fs, root = resolve_filesystem(checkpoint_dir)
+    folder = _join(root, partition_dir(checkpoint_id))
+    ours = f"{STATE_FILE_PREFIX}{subtask_index}-{attempt_number}-"
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    except Exception as e:  # noqa: BLE001 - nothing to list
+        log.debug("cannot list %s: %s", folder, e)
+        return []
+    gone = []
+    for info in infos:
+        name = info.base_name
+        if info.type == pafs.FileType.File and (name.startswith(ours) or (name.startswith(TEMP_PREFIX + ours) and name.endswith(TEMP_SUFFIX))):
+            try:
+                fs.delete_file(info.path)
+                gone.append(info.path)
+            except FileNotFoundError:
+                pass
+    if os.path.isdir(folder):  # local only; object stores have no folders
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # other tasks' files are in it
+    return gone
 
 
 def write_metadata_file(checkpoint_dir: str, checkpoint_id: int, payload: bytes) -> StateFileHandle:

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 
 _POLL_CAP_S = 0.05
 SNAPSHOT_ASYNC_MODE_KEY = "state.snapshot.async-mode"
+# how long a cancelled task waits for its snapshot writer thread before it reports CANCELED: well
+# under task.cancellation.timeout.s (30 s by default), after which the TaskManager gives up the process
+SNAPSHOT_CANCEL_WAIT_S = 10.0
 
 
 class SharedStateUnknownError(MillraceError):
@@ -310,6 +313,8 @@ class Task:
             # too: cancellation, not failure (Flink: CancelTaskException from a released channel)
             canceled = self._canceled.is_set() or isinstance(e, PartitionReleasedError)
             if canceled:
+                if self._canceled.is_set():
+                    self._quietly(self._end_snapshots)  # before CANCELED: then nothing of this task is written any more
                 for p in self._partitions:
                     self._quietly(p.release)
                 # the cause travels along: a job still RUNNING fails with it (canceled unexpectedly)
@@ -735,13 +740,56 @@ class Task:
             )
         except Exception as e:  # noqa: BLE001 - a failed snapshot declines the checkpoint; the task goes on
             self.log.warning("checkpoint %d: snapshot failed: %r", checkpoint_id, e)
+            if child is not None:  # a forked writer that died or was killed may have left its file or a temp file
+                self._discard_snapshot(checkpoint_id, state_dir)
             self._decline(checkpoint_id, f"{tdd.task_name_with_subtask}: snapshot failed: {e!r}")
+            return
+        if self._canceled.is_set():
+            # written after the task was cancelled: its checkpoint can never complete, and the
+            # JobMaster may have cleaned up already, or be gone (Flink: a cancelled
+            # AsyncCheckpointRunnable discards its state)
+            self._discard_snapshot(checkpoint_id, state_dir)
             return
         if self.checkpoint_response is not None:
             try:
                 self.checkpoint_response(ack)
             except Exception as e:  # noqa: BLE001 - the JobMaster aborts the checkpoint by timeout then
                 self.log.warning("checkpoint %d: acknowledgement failed: %s", checkpoint_id, e)
+
+    def _discard_snapshot(self, checkpoint_id: int, state_dir: str | None) -> None:
+        """Snapshot thread: delete what this attempt wrote for a checkpoint it will not acknowledge
+        (a savepoint's folder too, once empty and never committed)."""
+        if state_dir is None:
+            return
+        from runtime.storage.savepoints import discard_task_snapshot
+
+        tdd = self.tdd
+        try:
+            gone = discard_task_snapshot(state_dir, state_dir != tdd.checkpoint_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number)
+        except Exception as e:  # noqa: BLE001 - left-over files are garbage, not damage
+            self.log.warning("checkpoint %d: could not delete the snapshot files of this cancelled task: %s", checkpoint_id, e)
+            return
+        if gone:
+            self.log.info("checkpoint %d: deleted %d snapshot file(s) that can no longer be part of it", checkpoint_id, len(gone))
+
+    def _end_snapshots(self) -> None:
+        """A cancelled task's snapshots can never complete: forked writers are killed, and a writer
+        thread is waited for (at most SNAPSHOT_CANCEL_WAIT_S), each deleting what it wrote, so that
+        CANCELED means no more files from this task (the JobMaster cleans up before that)."""
+        for pid in list(self._snapshot_writers):
+            self._kill_snapshot_writer(pid)
+        pool = self._snapshot_thread
+        if pool is None:
+            return
+        try:
+            last = pool.submit(lambda: None)  # one worker: done once every snapshot before it is
+        except RuntimeError:  # shut down already
+            return
+        pool.shutdown(wait=False)
+        try:
+            last.result(timeout=SNAPSHOT_CANCEL_WAIT_S)
+        except Exception:  # noqa: BLE001 - a writer still busy deletes its file itself when it is done
+            self.log.warning("a snapshot writer is still busy %.0f s after the cancel; it deletes its file when done", SNAPSHOT_CANCEL_WAIT_S)
 
     def _shared_files(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot]) -> dict[str, list[str]]:
         """Task thread, before the snapshot is written: the paths of the earlier state files each

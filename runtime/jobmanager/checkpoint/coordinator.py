@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -228,9 +229,9 @@ class CheckpointCoordinator:
             files = [f.path for f in msg.state.files]
             target = self._savepoint_targets.get(msg.checkpoint_id)
             if files and target is not None:
-                self.host.spawn(self._run_io(self.store.discard_savepoint, target, files))
+                self._discard_late(self.store.discard_savepoint, target, files)
             elif files:
-                self.host.spawn(self._run_io(self.store.discard, files))
+                self._discard_late(self.store.discard, files)
             return
         if msg.execution_attempt_id not in p.not_yet_acknowledged:
             return
@@ -239,6 +240,22 @@ class CheckpointCoordinator:
         self.stats.report_ack(p.checkpoint_id, msg.state.state_size, msg.sync_ms, msg.async_ms, msg.alignment_ms, msg.start_delay_ms)
         if not p.not_yet_acknowledged:
             await self._complete(p)
+
+    def _discard_late(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Delete the files of a late acknowledgement: on the I/O thread, or, once the coordinator
+        was shut down (the job ended; writers that finished after it still report), on a thread of
+        its own: a late file must go even then."""
+        if not self._shutdown:
+            self.host.spawn(self._run_io(fn, *args))
+            return
+
+        def discard() -> None:
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - garbage left behind, not damage
+                self._log(logging.WARNING, "could not delete the files of a late acknowledgement: %s", e)
+
+        threading.Thread(target=discard, name=f"checkpoint-late-{self.job_id[:8]}", daemon=True).start()
 
     async def receive_decline(self, msg: m.DeclineCheckpoint) -> None:
         await self._abort(msg.checkpoint_id, f"checkpoint {msg.checkpoint_id} declined by a task: {msg.reason}", msg.counts_as_failure)
