@@ -150,6 +150,12 @@ class CheckpointError(MillraceError):
     """A checkpoint or savepoint could not be taken (not every task runs, declined, expired, not committed)."""
 
 
+class StopWithSavepointStoppingError(CheckpointError):
+    """A stop-with-savepoint took its savepoint, but the job did not stop (a sink's commit of it
+    failed and the job fails over, or it was cancelled meanwhile): the savepoint exists, the job
+    does not end with it (Flink: StopWithSavepointStoppingException)."""
+
+
 class JobNotRunningError(MillraceError):
     """The job exists but is not in a state that allows the request (e.g. a savepoint of an ended job)."""
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import cloudpickle
 
 from runtime.core.checkpoint import SAVEPOINT_IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY, SAVEPOINTS_DIR_KEY
-from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError
+from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError, StopWithSavepointStoppingError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
@@ -121,6 +121,9 @@ class Scheduler:
         self.stopping = False  # a stop-with-savepoint completed: tasks are being ended, the job FINISHES
         self._sources_at_end: set[str] = set()  # attempts of sources whose input ended (end-of-input savepoint)
         self._final_savepoint_running = False
+        # (checkpoint or savepoint id, error) of the newest failed operator-coordinator commit: a
+        # stop-with-savepoint whose commit failed did not stop the job (it fails over instead)
+        self._failed_commit: tuple[int, m.ErrorInfo] | None = None
         self._waiting: list[ExecutionVertexID] = []  # scheduled, waiting for slots
         self._waiting_since = 0
         self._pending_restart: set[ExecutionVertexID] = set()
@@ -685,6 +688,7 @@ class Scheduler:
             except Exception as e:  # noqa: BLE001 - the commit is retried from the checkpoint on restore
                 err = m.ErrorInfo.from_exception(e, operator=self.coordinator_names[node_id])
                 self._log(logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s", self.coordinator_names[node_id], checkpoint.checkpoint_id, err.describe())
+                self._failed_commit = (checkpoint.checkpoint_id, err)
                 if self.status.state is JobStatus.RUNNING and not self.finishing:
                     self._handle_failure([], err, global_failure=True)
                 return
@@ -703,6 +707,15 @@ class Scheduler:
         location = new_savepoint_location(base, self.job_id)
         meta = await self.checkpoints.trigger_savepoint(m.SavepointOptions(target=location, stop=stop, drain=drain))
         if stop:
+            why = self._why_not_stopping(meta.checkpoint_id)
+            if why is not None:
+                # Flink's StopWithSavepointStoppingException: the savepoint is there, the job goes on
+                # (or fails): reporting success would let a caller start a second copy from it
+                raise StopWithSavepointStoppingError(
+                    f"job {self.job_id}: stop-with-savepoint did not stop the job: savepoint {meta.checkpoint_id} exists at {location}, "
+                    f"but {why}. The job is {self.status.state.name}, not stopped: do not start another run from this savepoint "
+                    "while it runs; stop it again (or cancel it) once it is RUNNING"
+                )
             # the job's result names the savepoint it stopped with (the next run starts from it)
             self.accumulators["savepoint_path"] = location
             self.accumulators["savepoint_checkpoint_id"] = meta.checkpoint_id
@@ -749,6 +762,15 @@ class Scheduler:
                 ))
         finally:
             self._final_savepoint_running = False
+
+    def _why_not_stopping(self, savepoint_id: int) -> str | None:
+        """None if the job can end with this completed stop-with-savepoint; else why not."""
+        failed = self._failed_commit
+        if failed is not None and failed[0] == savepoint_id:
+            return f"committing it failed ({failed[1].describe()}), so the job fails over from it instead of stopping"
+        if self.status.state is not JobStatus.RUNNING:
+            return f"the job became {self.status.state.name} while the savepoint was taken"
+        return None
 
     def _stop_after_savepoint(self, savepoint_id: int) -> None:
         """The stop-with-savepoint completed (sinks committed it, sources hold after its barrier):

@@ -2,7 +2,9 @@
 
 - a cancel during a savepoint or a stop-with-savepoint leaves nothing in the savepoint's folder (no
   Parquet file, no `.inprogress` temp file, no folder), also from snapshot writers that finish after
-  the savepoint was aborted, and no uncommitted part file in the output table.
+  the savepoint was aborted, and no uncommitted part file in the output table;
+- a stop-with-savepoint whose sink commit fails reports FAILED ("the savepoint exists but the job
+  did not stop"), the job goes on, and pipelines/live.py registers nothing.
 
 The moment of the cancel is found, not guessed: a state-file write hook (set in the TaskManagers by
 the job's own map function) holds the savepoint's snapshot writers until the test lets them go.
@@ -14,19 +16,20 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from runtime.api.common import Configuration, WatermarkStrategy
-from runtime.api.connectors.delta import DeltaSink
+from runtime.api.common.restart_strategy import RestartStrategies
+from runtime.api.connectors.delta import DeltaSink, DeltaSinkCoordinator
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.functions import MapFunction
 from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-from tests.integration.runtime.test_fault_tolerance import id_source
+from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source
 from tests.waiting import wait_for_all_subtasks, wait_until
 
 pytestmark = pytest.mark.integration
@@ -139,3 +142,83 @@ def test_a_cancel_during_a_savepoint_leaves_nothing_behind(mini_cluster: MiniClu
     assert left == [], left
     # the output table holds only committed files (none: no checkpoint completed)
     assert not (tmp_path / "out").exists() or uncommitted_part_files(tmp_path / "out") == []
+
+
+# --- a stop-with-savepoint whose sink commit fails ---------------------------------------------------
+@pytest.fixture
+def failing_savepoint_commits() -> Iterator[list[int]]:
+    """While the list holds True, the Delta sink's commit of a completed checkpoint or savepoint raises."""
+    armed: list[int] = []
+
+    def fail(checkpoint_id: int) -> None:
+        if armed:
+            raise OSError(f"injected: the sink's commit of savepoint {checkpoint_id} failed")
+
+    DeltaSinkCoordinator.before_commit = fail
+    try:
+        yield armed
+    finally:
+        DeltaSinkCoordinator.before_commit = None
+
+
+def stop_program(tmp_path: Path, n: int, rate: int) -> StreamExecutionEnvironment:
+    conf = Configuration()
+    conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(2)
+    env.enable_checkpointing(600_000, CheckpointingMode.EXACTLY_ONCE)  # restarts on; no periodic checkpoint in the test
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 200))
+    (
+        env.from_source(id_source(n, rate), WatermarkStrategy.no_watermarks(), "ids").uid("ids")
+        .sink_to(DeltaSink(str(tmp_path / "out"))).uid("sink")
+    )
+    return env
+
+
+def test_a_stop_whose_sink_commit_fails_reports_failed_and_live_registers_nothing(
+    mini_cluster: MiniCluster, tmp_path: Path, failing_savepoint_commits: list[int]
+) -> None:
+    from dagster import DagsterInstance
+
+    from pipelines.jobs.running_totals import live_job_name
+    from pipelines.live import stop_live_with_savepoint
+    from pipelines.savepoint_registry import SavepointRegistry
+    from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
+    from runtime.storage.savepoints import read_savepoint
+    from tests.integration.rest.conftest import TOKEN, serve_rest
+
+    n = 300_000
+    client = mini_cluster.submit(stop_program(tmp_path, n, 15_000).get_job_graph(live_job_name("2026-01-03")))
+    wait_for_all_subtasks(mini_cluster, client.job_id)
+    failing_savepoint_commits.append(1)
+    with serve_rest(mini_cluster) as rest_cluster:
+        rest = rest_cluster.client()
+        trigger = rest.stop_with_savepoint(client.job_id, str(tmp_path / "sp"))
+        status = wait_until(lambda: (lambda s: s if s.status.id != "IN_PROGRESS" else None)(rest.savepoint_status(client.job_id, trigger)),
+                            what="the stop to end")
+        assert status.status.id == "COMPLETED" and status.operation is not None  # Flink: the operation completed ...
+        cause = "; ".join(status.operation.failure_cause.errors) if status.operation.failure_cause else ""
+        assert status.operation.location is None, status  # ... with a failure, not a location
+        assert "did not stop" in cause and "injected: the sink's commit of savepoint" in cause, cause
+        where = cause.split("exists at ", 1)[1].split(",", 1)[0].split(" ", 1)[0]
+        assert read_savepoint(where).is_savepoint  # the savepoint itself is there, as the message says
+        # the job was not stopped: it restarts from that savepoint and runs on
+        assert client.get_job_status() is not JobStatus.FINISHED
+        wait_for_all_subtasks(mini_cluster, client.job_id)
+
+        # pipelines/live.py: the stop op fails and registers nothing
+        warehouse = DeltaWarehouseResource(base_path=str(tmp_path / "warehouse"))
+        session = MillraceClusterResource(mode="session", url=rest_cluster.url, token=TOKEN, spark=SparkResource())
+        result = stop_live_with_savepoint.execute_in_process(
+            resources={"millrace_session": session, "warehouse": warehouse}, instance=DagsterInstance.ephemeral(), raise_on_error=False,
+        )
+        assert not result.success
+        failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
+        assert "did not stop" in str(failure), failure
+        assert SavepointRegistry(warehouse).entries() == []
+    failing_savepoint_commits.clear()
+    assert client.get_job_status() is not JobStatus.FINISHED
+    result = client.get_job_execution_result(timeout=180)  # the bounded input ends: the job FINISHES by itself
+    assert result.status is JobStatus.FINISHED and result.accumulators.get("savepoint_path") is None
+    assert result.accumulators["restarts"] >= 2
+    assert_exactly_once(tmp_path / "out", n)
