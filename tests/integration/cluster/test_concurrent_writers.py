@@ -21,7 +21,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 TAGGED_IDS = str(Path(__file__).parent / "programs" / "tagged_ids.py")
-EVENTS, RATE = 30_000, 10_000  # a few seconds each, with checkpoints every 300 ms: the jobs overlap
+EVENTS, RATE = 30_000, 5_000  # six seconds each, with checkpoints every 300 ms: jobs started together overlap
 
 
 def _start(cluster: SessionCluster, *args: str, detached: bool = True) -> subprocess.Popen:
