@@ -242,6 +242,10 @@ CHECKPOINT_TIMEOUT_KEY = "execution.checkpointing.timeout"
 CHECKPOINT_MIN_PAUSE_KEY = "execution.checkpointing.min-pause"
 CHECKPOINT_TOLERABLE_FAILURES_KEY = "execution.checkpointing.tolerable-failed-checkpoints"
 CHECKPOINT_MAX_CONCURRENT_KEY = "execution.checkpointing.max-concurrent-checkpoints"
+# FLIP-147: checkpoints go on once some tasks finished (Flink 1.15+: on by default; the key
+# carried '.enabled' before Flink 1.20, still read)
+CHECKPOINTS_AFTER_TASKS_FINISH_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
+CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS = ("execution.checkpointing.checkpoints-after-tasks-finish.enabled",)
 CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
 CHECKPOINTS_RETAINED_KEY = "state.checkpoints.num-retained"
 SAVEPOINTS_DIR_KEY = "state.savepoints.dir"  # Flink's key; default <warehouse>/_savepoints/<job name>

@@ -12,6 +12,8 @@ from runtime.core.checkpoint import (
     CHECKPOINT_MODE_KEY,
     CHECKPOINT_TIMEOUT_KEY,
     CHECKPOINT_TOLERABLE_FAILURES_KEY,
+    CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS,
+    CHECKPOINTS_AFTER_TASKS_FINISH_KEY,
     CHECKPOINTS_DIR_KEY,
     CHECKPOINTS_RETAINED_KEY,
     CheckpointingMode,
@@ -33,6 +35,18 @@ def _duration_ms(config: dict[str, str], key: str, default: int) -> int:
         raise InvalidProgramError(f"{key}: {raw!r} is not a duration (e.g. '500 ms', '10 s' or a number of milliseconds)") from e
 
 
+def _boolean(config: dict[str, str], key: str, deprecated: tuple[str, ...], default: bool) -> bool:
+    for k in (key, *deprecated):
+        raw = config.get(k)
+        if raw is None or str(raw).strip() == "":
+            continue
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise InvalidProgramError(f"{k}: {raw!r} is not 'true' or 'false'")
+        return text == "true"
+    return default
+
+
 def default_checkpoints_base() -> str:
     """`state.checkpoints.dir` when the job sets none: the local warehouse's _checkpoints folder."""
     warehouse = os.environ.get("MILLRACE_WAREHOUSE") or os.path.join(os.getcwd(), "warehouse")
@@ -48,6 +62,8 @@ class CheckpointCoordinatorConfiguration(BaseModel):
     max_concurrent: int = 1
     table_uri: str = Field(description="the job's checkpoint Delta table: <state.checkpoints.dir>/<job id>")
     num_retained: int = 1
+    # FLIP-147: a finished task does not stop checkpoints (it is skipped and recorded as finished)
+    checkpoints_after_tasks_finish: bool = True
 
     @property
     def enabled(self) -> bool:
@@ -75,4 +91,7 @@ class CheckpointCoordinatorConfiguration(BaseModel):
             max_concurrent=max_concurrent,
             table_uri=f"{base.rstrip('/')}/{job_id}",
             num_retained=max(1, int(config.get(CHECKPOINTS_RETAINED_KEY) or 1)),
+            checkpoints_after_tasks_finish=_boolean(
+                config, CHECKPOINTS_AFTER_TASKS_FINISH_KEY, CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS, True
+            ),
         )
