@@ -66,6 +66,9 @@ class TaskRestore(_Model):
     # operators of this task that the checkpoint knows; the others are new (Flink: not restored,
     # e.g. a source added to the program reads from its start)
     restored_operators: list[str] = Field(default_factory=list)
+    # FLIP-147: every operator of this subtask had finished in that checkpoint (Flink: a task
+    # deployed as finished): it runs none of them, ends its outputs and finishes
+    deployed_as_finished: bool = False
 
 
 class TaskDeploymentDescriptor(_Model):

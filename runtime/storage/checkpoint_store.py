@@ -60,6 +60,9 @@ class CheckpointMetadata(BaseModel):
     committables: dict[str, list[bytes]]  # operator_id -> per subtask (subtask order) pickled committables
     parallelism: dict[str, int] = Field(default_factory=dict)  # operator_id -> parallelism when written
     max_parallelism: dict[str, int] = Field(default_factory=dict)  # operator_id -> max parallelism (key groups)
+    # FLIP-147: operator_id -> the subtasks that had finished (all of them: the operator is fully
+    # finished); a restore deploys those as finished instead of running them again
+    finished_subtasks: dict[str, list[int]] = Field(default_factory=dict)
     state_size: int = 0
     duration_ms: int = 0
     location: str | None = None  # a savepoint's table (the path `run -s` takes); None for a checkpoint

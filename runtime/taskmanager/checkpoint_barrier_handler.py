@@ -14,7 +14,12 @@ snapshots its state (`on_checkpoint`) and when a checkpoint is given up (`on_abo
   snapshot (replayed again after a restore: at least once).
 
 A channel that ended (EndOfPartition) counts as aligned for the pending and every later
-checkpoint. Everything runs on the task thread; the handler is not thread-safe.
+checkpoint. Once every upstream task finished, no barrier can come in-band: the coordinator
+triggers the task itself (FLIP-147), and `trigger_at_unfinished_channels` takes the barrier as
+arriving at the end of each channel still open (its remaining records and EndOfPartition are
+already on their way: the producer finished), so the snapshot follows the last record of every
+channel, as an in-band barrier would. Everything runs on the task thread; the handler is not
+thread-safe.
 """
 from __future__ import annotations
 
@@ -83,6 +88,19 @@ class CheckpointBarrierHandler(ABC):
         self._ended[channel] = True
         self._num_ended += 1
         self._on_channel_ended(channel)
+
+    def trigger_at_unfinished_channels(self, barrier: CheckpointBarrier) -> None:
+        """The coordinator triggered this task because every upstream task finished (Flink:
+        StreamTask.triggerUnfinishedChannelsCheckpoint). Unlike Flink's, a Millrace producer
+        finishes without waiting for its consumers to take everything, so the barrier is not
+        taken at once: each channel still open aligns when it ends (its EndOfPartition follows its
+        last record). Triggers now if every channel ended already."""
+        if barrier.checkpoint_id <= self._newest_id:
+            return  # a late trigger of a checkpoint already triggered, subsumed or aborted
+        self._start_without_barrier(barrier)
+
+    @abstractmethod
+    def _start_without_barrier(self, barrier: CheckpointBarrier) -> None: ...
 
     @abstractmethod
     def abort_pending(self, reason: str) -> None:
@@ -161,6 +179,19 @@ class AlignedBarrierHandler(CheckpointBarrierHandler):
     def abort_pending(self, reason: str) -> None:
         if self._pending is not None:
             self._abort(reason)
+
+    def _start_without_barrier(self, barrier: CheckpointBarrier) -> None:
+        if self._pending is not None:
+            self._abort(f"checkpoint {barrier.checkpoint_id} was triggered before the alignment of "
+                        f"checkpoint {self._pending.checkpoint_id} completed")
+        self._newest_id = barrier.checkpoint_id
+        self._pending = barrier
+        self._aligned = [False] * self.num_channels
+        self._num_done = self._num_ended
+        self._started = self._clock()
+        self._log.debug("checkpoint %d: triggered with every upstream task finished; %d channels to end",
+                        barrier.checkpoint_id, self.num_open_channels)
+        self._maybe_trigger()
 
     def _on_channel_ended(self, channel: int) -> None:
         if self._pending is None or self._aligned[channel]:
@@ -265,6 +296,14 @@ class BarrierTracker(CheckpointBarrierHandler):
         pending, self._pending = self._pending, {}
         for cid in pending:
             self._abort_one(cid, reason)
+
+    def _start_without_barrier(self, barrier: CheckpointBarrier) -> None:
+        cid = barrier.checkpoint_id
+        self._newest_id = cid
+        ended = {i for i, e in enumerate(self._ended) if e}
+        self._pending[cid] = _PendingCount(barrier, self._clock(), ended)
+        if len(ended) == self.num_channels:
+            self._trigger(cid)
 
     def _on_channel_ended(self, channel: int) -> None:
         complete = None

@@ -276,6 +276,12 @@ class Task:
         chain: OperatorChain | None = None
         try:
             self._transition(ExecutionState.INITIALIZING)
+            restore = self.tdd.task_restore
+            if restore is not None and restore.deployed_as_finished:
+                self._run_deployed_as_finished()
+                self.flush_operator_events()
+                self._transition(ExecutionState.FINISHED, blocking_partitions=[p.produced() for p in self._partitions if hasattr(p, "produced")])
+                return
             chain = self._build_chain()
             self._initialize_state(chain)
             self._chain = chain
@@ -345,6 +351,20 @@ class Task:
             self.on_terminal(self)
 
     def _build_chain(self) -> OperatorChain:
+        writers, network_feeders = self._build_network()
+        self.mailbox = TaskMailbox()
+        return OperatorChain(
+            self.tdd,
+            writers,
+            network_feeders,
+            self.mailbox,
+            lambda spec: _EventGateway(self, spec),
+            self.metrics,
+            self.log,
+        )
+
+    def _build_network(self) -> tuple[dict[str, Any], dict[tuple[int, int], int]]:
+        """Result partitions and their writers, and one input gate over every input channel."""
         tdd = self.tdd
         writers: dict[str, Any] = {}
         buffer_timeout = buffer_timeout_ms(tdd.config)
@@ -381,16 +401,38 @@ class Task:
                 dataset_id=first.dataset_id, target_node_id=first.target_node_id, type_number=first.type_number, channels=channels
             )
             self._gate = self.network.create_input_gate(merged)
-        self.mailbox = TaskMailbox()
-        return OperatorChain(
-            tdd,
-            writers,
-            network_feeders,
-            self.mailbox,
-            lambda spec: _EventGateway(self, spec),
-            self.metrics,
-            self.log,
-        )
+        return writers, network_feeders
+
+    def _run_deployed_as_finished(self) -> None:
+        """FLIP-147: every operator of this subtask had finished in the restored checkpoint (Flink:
+        a task deployed as finished). None of them runs again: the task takes the EndOfPartition of
+        each input (its producers finished too) and ends its own outputs, so consumers see the
+        input end as it did before the failure."""
+        self._build_network()
+        self._transition(ExecutionState.RUNNING)
+        self.log.info("deployed as finished (its operators finished before checkpoint %d): ending its outputs", self.tdd.task_restore.checkpoint_id)  # type: ignore[union-attr]
+        gate = self._gate
+        if gate is not None:
+            ended: set[int] = set()
+            while len(ended) < gate.num_channels and not self._canceled.is_set():
+                self._run_control()  # triggers are declined: nothing here takes part in checkpoints
+                item = gate.poll_next(_POLL_CAP_S)
+                if item is None:
+                    continue
+                channel, element = item
+                if isinstance(element, EndOfPartition):
+                    ended.add(channel)
+                elif isinstance(element, RecordBatch):
+                    raise MillraceError(
+                        f"task {self.tdd.task_name_with_subtask} was restored as finished, but an upstream task sent it records: "
+                        "the checkpoint recorded this task finished and its producer not"
+                    )
+        if self._canceled.is_set():
+            raise TaskCanceledError("canceled")
+        for w in self._writers:
+            w.flush_all()
+        for p in self._partitions:
+            p.finish()
 
     def _run_source(self, chain: OperatorChain) -> None:
         if len(chain.sources) != 1 or self._gate is not None:
@@ -525,11 +567,15 @@ class Task:
             self._control.popleft()()
 
     def trigger_checkpoint(self, checkpoint_id: int, timestamp_ms: int, mode: str, savepoint: SavepointOptions | None = None) -> bool:
-        """Any thread: a source task injects barrier `checkpoint_id` at its next step. False: not running."""
+        """Any thread: a source task injects barrier `checkpoint_id` at its next step; a task with
+        inputs is triggered once every upstream task finished (FLIP-147) and takes the barrier at
+        the end of its channels still open. False: not running."""
         if self.machine.state is not ExecutionState.RUNNING or self._canceled.is_set():
             return False
         barrier = CheckpointBarrier(checkpoint_id, timestamp_ms, CheckpointingMode(mode), savepoint.target if savepoint else None)
-        if savepoint is not None and savepoint.stop:
+        if self.tdd.input_gates:
+            self._control.append(lambda: self._trigger_at_unfinished_channels(barrier))
+        elif savepoint is not None and savepoint.stop:
             self._control.append(lambda: self._stop_with_savepoint(barrier, savepoint.drain))
         else:
             self._control.append(lambda: self._perform_checkpoint(barrier))
@@ -547,6 +593,15 @@ class Task:
         self._perform_checkpoint(barrier)
         self._held_for_savepoint = barrier.checkpoint_id
         self.log.info("stop-with-savepoint %d: the source holds until the savepoint completes", barrier.checkpoint_id)
+
+    def _trigger_at_unfinished_channels(self, barrier: CheckpointBarrier) -> None:
+        """Task thread: the barrier handler exists while the inputs are read; a trigger that comes
+        after they all ended (the task is finishing) is declined."""
+        handler = self._barrier_handler
+        if handler is None or self._chain is None:
+            self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running", counts_as_failure=False)
+            return
+        handler.trigger_at_unfinished_channels(barrier)
 
     def notify_checkpoint(self, checkpoint_id: int, completed: bool) -> None:
         """Any thread: checkpoint complete or aborted; operators hear it on the task thread."""

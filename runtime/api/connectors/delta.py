@@ -14,6 +14,9 @@ Coordinator (on the JobMaster):
 - `reset_to_checkpoint(n, committables, subtasks)`: committables of the restored checkpoint that
   never got committed are committed now; files of the restarted subtasks that no commit and no
   checkpoint references are deleted.
+- `final_committables(subtasks)`: the tails of subtasks that finished while the job goes on
+  (FLIP-147): a checkpoint that records them finished holds these as their committables, so it
+  commits them, and a restore from it (which runs those subtasks no more) commits them too.
 - `on_job_finished()`: the tail, exactly once (version = last checkpoint + 1, or `app_version`
   for a job that never checkpointed). `mode="overwrite"` applies to the job's first commit only.
 - A job that did not finish: files no commit references are deleted by `close()`.
@@ -449,6 +452,18 @@ class DeltaSinkCoordinator:
         self._discarded.add((subtask, attempt))
         self._superseded.extend(self._files.get(subtask, {}).pop(attempt, []))
 
+    def final_committables(self, subtasks: set[int]) -> dict[int, list[Any]]:
+        """FLIP-147: these subtasks finished while the job goes on; their last files (reported before
+        they finished) become their committables in the next checkpoint, which commits them (Flink:
+        the final checkpoint's committables). Marked final: a restore knows they reported."""
+        out: dict[int, list[Any]] = {}
+        for s in subtasks:
+            reports = self._files.get(s)
+            if reports:
+                files = reports[max(reports)]
+                out[s] = [{"files": list(files), "schema": self._schema, "app_id": self.app_id, "scope": self.sink.replace_where, "final": True}]
+        return out
+
     def _tails(self) -> dict[int, list[dict[str, Any]]]:
         """Each subtask's files from its newest reporting attempt; older attempts' files are superseded."""
         out: dict[int, list[dict[str, Any]]] = {}
@@ -573,6 +588,13 @@ class DeltaSinkCoordinator:
         restarted = set(range(self.parallelism)) if subtasks is None else set(subtasks)
         for s in restarted:
             self._files.pop(s, None)  # their tails will be reported again by the new attempts
+        if checkpoint_id is not None:
+            for s, per in enumerate(committables):
+                final = [c for c in per or [] if c.get("final")]
+                if s in restarted and final:
+                    # finished at that checkpoint (FLIP-147): deployed as finished, it reports no tail
+                    # again; its last files are committed (above, or by the checkpoint)
+                    self._files[s] = {-1: [f for c in final for f in c["files"]]}
         self._delete_orphans(restarted)
 
     def _not_committed_elsewhere(self, checkpoint_id: int, committables: list[Any], done: dict[str, int | None]) -> list[Any]:

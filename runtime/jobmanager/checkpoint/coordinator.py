@@ -1,9 +1,12 @@
 """CheckpointCoordinator: triggers checkpoints, collects acknowledgements, completes them in Delta.
 
 Port of Flink's CheckpointCoordinator, simplified to one concurrent checkpoint:
-- a periodic trigger (interval, min pause) asks every source task to inject barrier n; it is
-  skipped while not every task runs (deploying, restarting, finishing);
-- every running task acknowledges n with its state files (or declines it);
+- a periodic trigger (interval, min pause) asks the tasks of its plan (`plan.py`, FLIP-147) to
+  inject barrier n: the sources, or, once some tasks finished, the running tasks whose upstream
+  tasks all finished; it is skipped while a task is neither running nor finished (deploying,
+  restarting);
+- every running task acknowledges n with its state files (or declines it); finished tasks are
+  recorded as finished, with the final committables their operator coordinators hold for them;
 - with every acknowledgement in, the checkpoint is completed by ONE Delta commit (through
   `CompletedCheckpointStore`): it exists if and only if that commit exists. Then tasks and
   operator coordinators are notified (the Delta sink commits its files here);
@@ -25,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 from runtime.core.errors import CheckpointError, SharedStateMissingError
+from runtime.core.states import ExecutionState
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
+from runtime.jobmanager.checkpoint.plan import CheckpointPlan, calculate_checkpoint_plan
 from runtime.jobmanager.checkpoint.stats import CheckpointStatsTracker
 from runtime.rpc import messages as m
 
@@ -34,7 +39,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CheckpointTask:
-    """A running task as the coordinator sees it."""
+    """A task (its current attempt) as the coordinator sees it."""
 
     attempt_id: str
     tm_id: str
@@ -42,15 +47,24 @@ class CheckpointTask:
     subtask_index: int
     parallelism: int
     operator_ids: tuple[str, ...]
-    is_source: bool
+    is_source: bool  # a task of an input vertex
     max_parallelism: int = 128
+    state: ExecutionState = ExecutionState.RUNNING
+    upstream: tuple[tuple[str, int], ...] = ()  # (vertex id, subtask) of the tasks it reads from
 
 
 class CheckpointHost(Protocol):
     """What the coordinator needs from the scheduler that hosts it (test doubles implement this)."""
 
-    def running_tasks(self) -> list[CheckpointTask] | str:
-        """Every task, if all run; else why not (the checkpoint is skipped)."""
+    def checkpoint_tasks(self) -> list[CheckpointTask] | str:
+        """Every task with its state, or why no checkpoint can start now (the job is not running,
+        a restart is pending): the checkpoint is skipped."""
+        ...
+
+    def final_committables(self, finished: list[CheckpointTask]) -> dict[str, dict[int, bytes]]:
+        """Operator id -> subtask -> the pickled final committables the operator's coordinator
+        holds for these finished subtasks (their last files, reported before they finished): the
+        checkpoint holds them as those subtasks' committables (FLIP-147's final checkpoint)."""
         ...
 
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None: ...
@@ -83,6 +97,10 @@ class PendingCheckpoint:
     # every acknowledgement is in and the Delta commit is in flight: only its outcome decides now
     # (aborting here would delete files a landing commit references)
     completing: bool = False
+    # FLIP-147: tasks that had finished when it was triggered (recorded, not waited for), and the
+    # final committables their operators' coordinators hold for them
+    finished: tuple[CheckpointTask, ...] = ()
+    finished_committables: dict[str, dict[int, bytes]] = field(default_factory=dict)
 
     def files(self) -> list[str]:
         return [f.path for a in self.acks.values() for f in a.state.files]
@@ -109,6 +127,7 @@ class CheckpointCoordinator:
         self.latest_savepoint: Any = None  # CheckpointMetadata (with its location) of the newest savepoint taken or restored
         self._savepoint_targets: dict[int, str] = {}  # savepoint id -> its table: where late acknowledgements' files go
         self._last_completion = 0.0
+        self._completing: "asyncio.Future[None] | None" = None  # a checkpoint's commit in flight (see settle)
         self._consecutive_failures = 0
         self._periodic = False
         self._timer: Any = None
@@ -154,26 +173,42 @@ class CheckpointCoordinator:
         now = self.clock()
         if self._last_completion and (now - self._last_completion) * 1000 < self.config.min_pause_ms:
             return None
-        tasks = self.host.running_tasks()
-        if isinstance(tasks, str):
-            self._log(logging.DEBUG, "checkpoint skipped: %s", tasks)
+        plan = self._plan()
+        if isinstance(plan, str):
+            self._log(logging.DEBUG, "checkpoint skipped: %s", plan)
             return None
         cid = self._next_id
         self._next_id += 1
         ts = int(now * 1000)
-        pending = PendingCheckpoint(cid, ts, now, {t.attempt_id: t for t in tasks}, {t.attempt_id for t in tasks})
+        pending = self._pending_for(cid, ts, now, plan)
         self.pending = pending
-        self.stats.report_pending(cid, ts, len(tasks))
+        self.stats.report_pending(cid, ts, len(pending.tasks))
         pending.timeout_handle = self.host.call_later(
             self.config.timeout_ms / 1000.0, lambda: self.host.spawn(self._abort(cid, f"checkpoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)"))
         )
-        self._log(logging.DEBUG, "triggering checkpoint %d on %d tasks", cid, len(tasks))
+        self._log(
+            logging.DEBUG, "triggering checkpoint %d at %d of %d running tasks (%d finished)",
+            cid, len(plan.tasks_to_trigger), len(pending.tasks), len(plan.finished_tasks),
+        )
         msg_mode = self.config.mode.value
-        for t in tasks:
-            if t.is_source:
-                trigger = m.TriggerCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=msg_mode)
-                self.host.spawn(self._send_trigger(t, trigger))
+        for t in plan.tasks_to_trigger:
+            trigger = m.TriggerCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=msg_mode)
+            self.host.spawn(self._send_trigger(t, trigger))
         return cid
+
+    def _plan(self) -> CheckpointPlan[CheckpointTask] | str:
+        tasks = self.host.checkpoint_tasks()
+        if isinstance(tasks, str):
+            return tasks
+        return calculate_checkpoint_plan(tasks, self.config.checkpoints_after_tasks_finish)
+
+    def _pending_for(self, cid: int, ts: int, now: float, plan: CheckpointPlan[CheckpointTask], savepoint: m.SavepointOptions | None = None) -> PendingCheckpoint:
+        waiting = plan.tasks_to_wait_for
+        finished = plan.finished_tasks
+        return PendingCheckpoint(
+            cid, ts, now, {t.attempt_id: t for t in waiting}, {t.attempt_id for t in waiting}, savepoint=savepoint,
+            finished=finished, finished_committables=self.host.final_committables(list(finished)) if finished else {},
+        )
 
     async def trigger_savepoint(self, options: m.SavepointOptions, wait_s: float = 60.0) -> Any:
         """Take a savepoint into `options.target` and return its metadata once committed there.
@@ -190,28 +225,27 @@ class CheckpointCoordinator:
             if self.clock() > deadline or self._shutdown:
                 raise CheckpointError(f"job {self.job_id}: checkpoint {self.pending.checkpoint_id} is still in progress; try again later")
             await asyncio.sleep(0.02)
-        tasks = self.host.running_tasks()
-        if isinstance(tasks, str):
-            raise CheckpointError(f"job {self.job_id}: cannot take a savepoint now: {tasks}")
+        plan = self._plan()
+        if isinstance(plan, str):
+            raise CheckpointError(f"job {self.job_id}: cannot take a savepoint now: {plan}")
         cid = self._next_id
         self._next_id += 1
         now = self.clock()
         ts = int(now * 1000)
-        pending = PendingCheckpoint(cid, ts, now, {t.attempt_id: t for t in tasks}, {t.attempt_id for t in tasks}, savepoint=options)
+        pending = self._pending_for(cid, ts, now, plan, savepoint=options)
         pending.done = asyncio.get_running_loop().create_future()
         self._savepoint_targets[cid] = options.target
         self.pending = pending
-        self.stats.report_pending(cid, ts, len(tasks), is_savepoint=True)
+        self.stats.report_pending(cid, ts, len(pending.tasks), is_savepoint=True)
         pending.timeout_handle = self.host.call_later(
             self.config.timeout_ms / 1000.0, lambda: self.host.spawn(self._abort(cid, f"savepoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)"))
         )
         self._log(logging.INFO, "triggering savepoint %d into %s%s", cid, options.target, " (stop, drain)" if options.drain else " (stop)" if options.stop else "")
-        for t in tasks:
-            if t.is_source:
-                trigger = m.TriggerCheckpoint(
-                    job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=self.config.mode.value, savepoint=options
-                )
-                self.host.spawn(self._send_trigger(t, trigger))
+        for t in plan.tasks_to_trigger:
+            trigger = m.TriggerCheckpoint(
+                job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=self.config.mode.value, savepoint=options
+            )
+            self.host.spawn(self._send_trigger(t, trigger))
         return await pending.done
 
     async def _send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
@@ -261,6 +295,23 @@ class CheckpointCoordinator:
         await self._abort(msg.checkpoint_id, f"checkpoint {msg.checkpoint_id} declined by a task: {msg.reason}", msg.counts_as_failure)
 
     async def _complete(self, p: PendingCheckpoint) -> None:
+        done = asyncio.get_running_loop().create_future()
+        self._completing = done
+        try:
+            await self._commit(p)
+        finally:
+            done.set_result(None)
+            if self._completing is done:
+                self._completing = None
+
+    async def settle(self) -> None:
+        """Wait for a checkpoint whose Delta commit is in flight, and its operator coordinators'
+        commits: with checkpoints after tasks finish (FLIP-147) one may still complete while the
+        job finishes, and the job's final commit must come after it."""
+        if self._completing is not None:
+            await asyncio.shield(self._completing)
+
+    async def _commit(self, p: PendingCheckpoint) -> None:
         if p.timeout_handle is not None:
             p.timeout_handle.cancel()
         p.completing = True

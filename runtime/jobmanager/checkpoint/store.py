@@ -39,6 +39,17 @@ class CompletedCheckpointStore:
                 shared.extend(paths)
             for op, blob in ack.state.committables.items():
                 committables.setdefault(op, {})[task.subtask_index] = blob
+        # FLIP-147: finished tasks are recorded (a restore deploys them as finished); their
+        # operators' final committables come from the operator coordinators that hold them
+        finished: dict[str, list[int]] = {}
+        for task in pending.finished:
+            for op in task.operator_ids:
+                parallelism[op] = task.parallelism
+                max_parallelism[op] = task.max_parallelism
+                finished.setdefault(op, []).append(task.subtask_index)
+        for op, by_subtask in pending.finished_committables.items():
+            for subtask, blob in by_subtask.items():
+                committables.setdefault(op, {})[subtask] = blob
         return CheckpointMetadata(
             job_id=self.job_id,
             checkpoint_id=pending.checkpoint_id,
@@ -50,6 +61,7 @@ class CompletedCheckpointStore:
             committables={op: [by_subtask[i] for i in sorted(by_subtask)] for op, by_subtask in committables.items()},
             parallelism=parallelism,
             max_parallelism=max_parallelism,
+            finished_subtasks={op: sorted(subtasks) for op, subtasks in finished.items()},
             state_size=sum(f.size for f in files),
             duration_ms=int(now * 1000) - pending.timestamp_ms,
         )

@@ -224,6 +224,20 @@ class Scheduler:
                     f"cannot restore savepoint {path}: operator '{op.name}' ({op_id!r}) was written with max parallelism {old}, "
                     f"this program has {jv.max_parallelism}; keyed state cannot move to another number of key groups"
                 )
+        for op_id, subtasks in sorted(sp.finished_subtasks.items()):
+            if op_id not in ops:
+                continue
+            op, jv = ops[op_id]
+            was = sp.parallelism.get(op_id)
+            fully = len(subtasks) == was
+            if was != jv.parallelism and (not fully or sp.committables.get(op_id)):
+                # FLIP-147: which subtasks finished (and the final committables they hold) are per
+                # subtask; only a fully finished operator without committables fits any parallelism
+                raise InvalidProgramError(
+                    f"cannot restore savepoint {path}: operator '{op.name}' ({op_id!r}) had "
+                    f"{'finished' if fully else f'finished in subtasks {subtasks} of {was}'} when the savepoint was taken, "
+                    f"at parallelism {was}; restore it at parallelism {was} (this program has {jv.parallelism})"
+                )
         self._restored_checkpoint = sp
         if self.checkpoints is not None:
             self.checkpoints.restore_from_savepoint(sp)
@@ -310,7 +324,29 @@ class Scheduler:
         return TaskRestore(
             checkpoint_id=cp.checkpoint_id, operator_files=files, state_dir=getattr(cp, "location", None),
             restored_operators=[op.operator_id for op in ev.job_vertex.operators if op.operator_id in known],
+            deployed_as_finished=self._finished_in(cp, ev),
         )
+
+    @staticmethod
+    def _finished_in(cp: Any, ev: ExecutionVertex) -> bool:
+        """FLIP-147: every operator of this subtask had finished in the checkpoint (Flink: a task
+        deployed as finished), so it runs no operator again (a bounded source is not replayed). A
+        fully finished operator is finished at any parallelism; a partly finished one by subtask
+        (its parallelism cannot change: _restore_savepoint refuses that)."""
+        finished = cp.finished_subtasks
+        ops = [op.operator_id for op in ev.job_vertex.operators]
+        if not ops or not finished:
+            return False
+
+        def done(op_id: str) -> bool:
+            subtasks = finished.get(op_id)
+            if not subtasks:
+                return False
+            if len(subtasks) == cp.parallelism.get(op_id):
+                return True
+            return ev.subtask_index in subtasks and cp.parallelism.get(op_id) == ev.parallelism
+
+        return all(done(op) for op in ops)
 
     async def _deploy(self, ev: ExecutionVertex, speculative: Execution | None = None) -> None:
         ex = speculative or ev.current_execution
@@ -672,8 +708,19 @@ class Scheduler:
             v.execution_state is ExecutionState.RUNNING for v in self.eg.all_vertices()
         )
 
+    def _all_tasks_started(self) -> bool:
+        """Every task runs or (FLIP-147) has finished, and one runs: periodic checkpoints can start."""
+        if not self.checkpoint_config.checkpoints_after_tasks_finish:
+            return self.all_tasks_running()
+        states = [v.execution_state for v in self.eg.all_vertices()]
+        return (
+            self.status.state is JobStatus.RUNNING and not self._pending_restart
+            and all(st in (ExecutionState.RUNNING, ExecutionState.FINISHED) for st in states)
+            and ExecutionState.RUNNING in states
+        )
+
     def on_all_running(self) -> None:
-        if self.checkpoints is not None and self.checkpoint_config.enabled and self.all_tasks_running():
+        if self.checkpoints is not None and self.checkpoint_config.enabled and self._all_tasks_started():
             self.checkpoints.start_periodic()
 
     async def on_checkpoint_completed(self, checkpoint: Any) -> None:
@@ -801,6 +848,7 @@ class Scheduler:
         if self.checkpoints is not None:
             self.checkpoints.stop_periodic()
             await self.checkpoints.abort_pending("every task finished")
+            await self.checkpoints.settle()  # a checkpoint completing now commits before the final commit
         await self.speculation.await_losing_attempts()
         try:
             per_operator: dict[str, Any] = {}
@@ -1002,25 +1050,49 @@ class _CheckpointHost:
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
 
-    def running_tasks(self) -> list[CheckpointTask] | str:
+    def checkpoint_tasks(self) -> list[CheckpointTask] | str:
         s = self.s
-        if not s.all_tasks_running():
-            return "not every task is running"
+        if s.status.state is not JobStatus.RUNNING:
+            return f"the job is {s.status.state.name}"
+        if s._pending_restart:
+            return "a restart is pending"
         out = []
         for ev in s.eg.all_vertices():
             jv = ev.job_vertex
+            slot = s.placement.get(ev.id)
             out.append(
                 CheckpointTask(
                     attempt_id=ev.current_execution.attempt_id,
-                    tm_id=s.placement[ev.id].tm_id,
+                    tm_id=slot.tm_id if slot is not None else "",
                     vertex_id=jv.id,
                     subtask_index=ev.subtask_index,
                     parallelism=jv.parallelism,
                     operator_ids=tuple(op.operator_id for op in jv.operators),
                     is_source=not jv.inputs,
                     max_parallelism=jv.max_parallelism,
+                    state=ev.execution_state,
+                    upstream=tuple(sorted({(p.producer.job_vertex_id, p.producer.subtask_index) for p in ev.consumed_partitions()})),
                 )
             )
+        return out
+
+    def final_committables(self, finished: list[CheckpointTask]) -> dict[str, dict[int, bytes]]:
+        s = self.s
+        subtasks_of: dict[str, set[int]] = {}
+        for t in finished:
+            subtasks_of.setdefault(t.vertex_id, set()).add(t.subtask_index)
+        out: dict[str, dict[int, bytes]] = {}
+        for jv in s.job_graph.vertices:
+            subtasks = subtasks_of.get(jv.id)
+            if not subtasks:
+                continue
+            for op in jv.operators:
+                final = getattr(s.coordinators.get(op.node_id), "final_committables", None)
+                if final is None:
+                    continue
+                held = final(set(subtasks))
+                if held:
+                    out[s._coordinator_ops[op.node_id]] = {i: cloudpickle.dumps(c) for i, c in held.items()}
         return out
 
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:

@@ -286,3 +286,41 @@ def test_tracker_abort_pending() -> None:
     assert h.pending_checkpoint_id is None and gate.calls == []
     h.process_barrier(1, b(2))
     assert h.pending_checkpoint_id is None
+
+
+# ---- triggered by the coordinator once every upstream task finished (FLIP-147) --------------
+@pytest.mark.parametrize("mode", list(CheckpointingMode))
+def test_a_trigger_at_unfinished_channels_waits_for_each_open_channel_to_end(mode: CheckpointingMode) -> None:
+    """The producers finished, but their last records and EndOfPartition may still be on the way:
+    the snapshot comes after the end of every channel still open, never before."""
+    h, gate, rec, _ = make(mode, 3)
+    h.process_end_of_partition(1)
+    h.trigger_at_unfinished_channels(b(7))
+    assert rec.triggered == [] and not gate.blocked
+    h.process_end_of_partition(0)
+    assert rec.triggered == []
+    h.process_end_of_partition(2)
+    assert rec.triggered == [7] and not gate.blocked
+
+
+@pytest.mark.parametrize("mode", list(CheckpointingMode))
+def test_a_trigger_when_every_channel_ended_snapshots_at_once_and_late_triggers_are_ignored(mode: CheckpointingMode) -> None:
+    h, _, rec, _ = make(mode, 2)
+    h.process_end_of_partition(0)
+    h.process_end_of_partition(1)
+    h.trigger_at_unfinished_channels(b(3))
+    assert rec.triggered == [3]
+    h.trigger_at_unfinished_channels(b(3))  # a repeated trigger of the same checkpoint
+    h.trigger_at_unfinished_channels(b(2))  # an older one
+    assert rec.triggered == [3] and rec.aborted == []
+
+
+def test_aligned_a_trigger_aborts_an_alignment_its_finished_producers_left_incomplete() -> None:
+    h, gate, rec, _ = make(CheckpointingMode.EXACTLY_ONCE, 2)
+    h.process_barrier(0, b(4))
+    assert gate.blocked == {0}
+    h.trigger_at_unfinished_channels(b(5))
+    assert rec.aborted == [4] and not gate.blocked
+    h.process_end_of_partition(0)
+    h.process_end_of_partition(1)
+    assert rec.triggered == [5]

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
+from runtime.core.states import ExecutionState
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.rpc import messages as m
@@ -85,9 +86,13 @@ class TestingCheckpointHost:
     failures_exceeded: list[m.ErrorInfo] = field(default_factory=list)
     running: Callable[[], list[CheckpointTask] | str] | None = None
     spawned: list[Any] = field(default_factory=list)
+    final: Callable[[list[CheckpointTask]], dict[str, dict[int, bytes]]] = lambda finished: {}
 
-    def running_tasks(self) -> list[CheckpointTask] | str:
+    def checkpoint_tasks(self) -> list[CheckpointTask] | str:
         return self.running() if self.running else list(self.tasks)
+
+    def final_committables(self, finished: list[CheckpointTask]) -> dict[str, dict[int, bytes]]:
+        return self.final(finished)
 
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
         self.triggered.append((task.attempt_id, msg.checkpoint_id))
@@ -113,7 +118,7 @@ class TestingCheckpointHost:
 TASKS = [
     CheckpointTask("src-0", "tm-1", "v-src", 0, 2, ("source",), True),
     CheckpointTask("src-1", "tm-2", "v-src", 1, 2, ("source",), True),
-    CheckpointTask("sink-0", "tm-1", "v-sink", 0, 1, ("sink",), False),
+    CheckpointTask("sink-0", "tm-1", "v-sink", 0, 1, ("sink",), False, upstream=(("v-src", 0), ("v-src", 1))),
 ]
 
 
@@ -272,3 +277,74 @@ def test_declines_that_say_nothing_about_checkpointing_are_not_counted(setup) ->
         run(cc.trigger_checkpoint())
         run(cc.receive_decline(m.DeclineCheckpoint(job_id="job", execution_attempt_id="src-0", checkpoint_id=cid, reason="task is no longer running", counts_as_failure=False)))
     assert not host.failures_exceeded and cc.stats.snapshot().counts.failed == 3
+
+
+def test_a_finished_source_is_skipped_recorded_and_its_coordinators_final_committables_are_held(setup) -> None:
+    """FLIP-147: src-1 finished; src-0 is triggered, src-1 neither triggered nor waited for, and the
+    checkpoint records it finished with what the operator coordinators hold for it."""
+    import dataclasses
+
+    cc, host, store, _, run = setup
+    host.tasks = [dataclasses.replace(TASKS[1], state=ExecutionState.FINISHED) if t is TASKS[1] else t for t in TASKS]
+    host.final = lambda finished: {"sink": {t.subtask_index: b"final" for t in finished}}
+    assert run(cc.trigger_checkpoint()) == 1
+    assert host.triggered == [("src-0", 1)]
+    run(cc.receive_acknowledge(ack("src-0", 1, ["a.parquet"])))
+    run(cc.receive_acknowledge(ack("sink-0", 1, [])))
+    meta = store.added[0]
+    assert meta.finished_subtasks == {"source": [1]}
+    assert meta.parallelism["source"] == 2
+    assert sorted(n for n in host.notified) == [("sink-0", 1, True), ("src-0", 1, True)]
+
+
+def test_the_sink_is_triggered_once_every_source_finished_and_nothing_once_all_did(setup) -> None:
+    import dataclasses
+
+    cc, host, store, _, run = setup
+    sources_done = [dataclasses.replace(t, state=ExecutionState.FINISHED) if t.is_source else t for t in TASKS]
+    host.tasks = sources_done
+    assert run(cc.trigger_checkpoint()) == 1
+    assert host.triggered == [("sink-0", 1)]
+    run(cc.receive_acknowledge(ack("sink-0", 1, [])))
+    assert store.added[0].finished_subtasks == {"source": [0, 1]}
+    host.tasks = [dataclasses.replace(t, state=ExecutionState.FINISHED) for t in TASKS]
+    assert run(cc.trigger_checkpoint()) is None
+
+
+def test_with_checkpoints_after_tasks_finish_off_a_finished_task_stops_checkpoints(setup) -> None:
+    import dataclasses
+
+    cc, host, store, _, run = setup
+    cc.config = cc.config.model_copy(update={"checkpoints_after_tasks_finish": False})
+    host.tasks = [dataclasses.replace(TASKS[1], state=ExecutionState.FINISHED) if t is TASKS[1] else t for t in TASKS]
+    assert run(cc.trigger_checkpoint()) is None and host.triggered == []
+
+
+def test_settle_waits_for_a_checkpoint_whose_commit_is_in_flight(setup) -> None:
+    """A job finishing while a checkpoint completes (FLIP-147 keeps checkpointing after tasks
+    finished) makes its final commit only once that checkpoint and its sink commits are done."""
+    import threading
+
+    cc, host, store, _, run = setup
+    gate = threading.Event()
+
+    def slow_add(meta: CheckpointMetadata) -> int:
+        gate.wait(5)
+        store.added.append(meta)
+        return 1
+
+    store.add_fn = slow_add
+    run(cc.trigger_checkpoint())
+    for t in TASKS[:-1]:
+        run(cc.receive_acknowledge(ack(t.attempt_id, 1)))
+    loop = asyncio.get_event_loop()
+    completing = loop.create_task(cc.receive_acknowledge(ack("sink-0", 1)))
+    loop.run_until_complete(asyncio.sleep(0.05))
+    settled = loop.create_task(cc.settle())
+    loop.run_until_complete(asyncio.sleep(0.05))
+    assert not settled.done() and host.completed == []
+    gate.set()
+    loop.run_until_complete(settled)
+    assert host.completed == [1]
+    loop.run_until_complete(completing)
+    run(cc.settle())  # nothing in flight: returns at once
