@@ -109,6 +109,9 @@ class CheckpointBarrier:
     # a savepoint's Delta table: every task writes its state files there (Flink: the target
     # location in CheckpointOptions); None = the job's checkpoint table
     target_location: str | None = None
+    # a stop-with-savepoint's barrier (Flink: a synchronous savepoint): a task that took its
+    # snapshot runs no processing-time timer and emits nothing more, unless the savepoint fails
+    synchronous: bool = False
 
     @property
     def is_savepoint(self) -> bool:

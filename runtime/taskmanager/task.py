@@ -158,7 +158,10 @@ class Task:
         self._interrupter = TaskInterrupter()
         # work for the task thread from other threads (checkpoint triggers, notifications): run between inputs
         self._control: collections.deque[Callable[[], None]] = collections.deque()
-        self._held_for_savepoint: int | None = None  # a source after a stop-with-savepoint barrier
+        # the stop-with-savepoint whose snapshot this task took: no processing-time timer runs and
+        # nothing is emitted until the task is ended, or the savepoint fails (then they resume)
+        self._held_for_savepoint: int | None = None
+        self._aborted_checkpoints: collections.deque[int] = collections.deque(maxlen=16)  # notified as aborted (task thread)
         self._at_end_of_input = False  # a source whose input ended, holding for the final savepoint
         self._chain: OperatorChain | None = None
         self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
@@ -485,10 +488,14 @@ class Task:
         control = self._control
         barriers = self._barrier_handler = self._create_barrier_handler(gate)
         while remaining and not canceled.is_set():
-            mailbox.run_due()
+            # after a stop-with-savepoint barrier no timer runs: a periodic watermark would fire
+            # windows after their snapshot (Flink quiesces the timer service of a synchronous savepoint)
+            held = self._held_for_savepoint is not None
+            if not held:
+                mailbox.run_due()
             if control:
                 self._run_control()
-            item = gate.poll_next(mailbox.seconds_until_next(_POLL_CAP_S))
+            item = gate.poll_next(_POLL_CAP_S if held else mailbox.seconds_until_next(_POLL_CAP_S))
             if item is None:
                 continue
             channel, element = item
@@ -572,7 +579,10 @@ class Task:
         the end of its channels still open. False: not running."""
         if self.machine.state is not ExecutionState.RUNNING or self._canceled.is_set():
             return False
-        barrier = CheckpointBarrier(checkpoint_id, timestamp_ms, CheckpointingMode(mode), savepoint.target if savepoint else None)
+        barrier = CheckpointBarrier(
+            checkpoint_id, timestamp_ms, CheckpointingMode(mode), savepoint.target if savepoint else None,
+            synchronous=savepoint is not None and savepoint.stop,
+        )
         if self.tdd.input_gates:
             self._control.append(lambda: self._trigger_at_unfinished_channels(barrier))
         elif savepoint is not None and savepoint.stop:
@@ -590,9 +600,7 @@ class Task:
             for member in chain.sources:
                 assert member.operator.output is not None
                 member.operator.output.emit_watermark(Watermark(MAX_TIMESTAMP))
-        self._perform_checkpoint(barrier)
-        self._held_for_savepoint = barrier.checkpoint_id
-        self.log.info("stop-with-savepoint %d: the source holds until the savepoint completes", barrier.checkpoint_id)
+        self._perform_checkpoint(barrier)  # holds the source: it emits nothing more
 
     def _trigger_at_unfinished_channels(self, barrier: CheckpointBarrier) -> None:
         """Task thread: the barrier handler exists while the inputs are read; a trigger that comes
@@ -608,9 +616,11 @@ class Task:
         self._control.append(lambda: self._notify_operators(checkpoint_id, completed))
 
     def _notify_operators(self, checkpoint_id: int, completed: bool) -> None:
+        if not completed:
+            self._aborted_checkpoints.append(checkpoint_id)  # a barrier arriving after its abort must not hold the task
         if not completed and checkpoint_id == self._held_for_savepoint:
             self._held_for_savepoint = None  # the stop failed: the job goes on
-            self.log.info("stop-with-savepoint %d aborted: the source resumes", checkpoint_id)
+            self.log.info("stop-with-savepoint %d aborted: the task resumes (its timers too)", checkpoint_id)
         chain = self._chain
         if chain is None:
             return
@@ -629,6 +639,12 @@ class Task:
         if chain is None or self._canceled.is_set():
             self._decline(barrier.checkpoint_id, f"{self.tdd.task_name_with_subtask} is no longer running", counts_as_failure=False)
             return
+        if barrier.synchronous and barrier.checkpoint_id not in self._aborted_checkpoints:
+            # a stop-with-savepoint: from this snapshot on the task runs no processing-time timer and
+            # a source emits nothing, until the job ends it or the savepoint fails (Flink: a
+            # synchronous savepoint); set before the snapshot, so nothing runs in between
+            self._held_for_savepoint = barrier.checkpoint_id
+            self.log.info("stop-with-savepoint %d: timers quiesced until the savepoint completes", barrier.checkpoint_id)
         t0 = time.monotonic()
         state_dir = barrier.target_location or self.tdd.checkpoint_dir  # a savepoint's own table, or the job's
         since_trigger_ms = int(time.time() * 1000) - barrier.timestamp  # wall clocks (one machine or NTP), as Flink

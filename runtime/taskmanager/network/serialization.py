@@ -17,7 +17,8 @@ compact body (Flink: EventSerializer's CheckpointBarrier layout, minus the optio
 
     [16 u8][checkpoint_id i64][timestamp i64][mode u8: 0 EXACTLY_ONCE, 1 AT_LEAST_ONCE][target location utf-8]
 
-The target location (a savepoint's table) is empty for a checkpoint.
+The target location (a savepoint's table) is empty for a checkpoint. The mode byte's high bit
+marks a stop-with-savepoint's (synchronous) barrier.
 
 Security: decoding unpickles. Only call `decode` on payloads from a peer that passed the
 cluster-secret handshake (runtime.rpc.auth); the data server never decodes anything.
@@ -203,10 +204,12 @@ def is_data(element: Any) -> bool:
 _BARRIER = struct.Struct("<qqB")  # checkpoint id, timestamp, mode
 _MODE_CODES = {CheckpointingMode.EXACTLY_ONCE: 0, CheckpointingMode.AT_LEAST_ONCE: 1}
 _MODES = {v: k for k, v in _MODE_CODES.items()}
+_SYNCHRONOUS = 0x80  # in the mode byte: a stop-with-savepoint's barrier
 
 
 def _encode_barrier(b: CheckpointBarrier) -> bytes:
-    head = _BARRIER.pack(b.checkpoint_id, b.timestamp, _MODE_CODES[CheckpointingMode(b.mode)])
+    mode = _MODE_CODES[CheckpointingMode(b.mode)] | (_SYNCHRONOUS if b.synchronous else 0)
+    head = _BARRIER.pack(b.checkpoint_id, b.timestamp, mode)
     return head + b.target_location.encode() if b.target_location is not None else head
 
 
@@ -216,7 +219,7 @@ def _decode_barrier(body: bytes) -> CheckpointBarrier:
     checkpoint_id, timestamp, mode = _BARRIER.unpack_from(body)
     try:
         target = body[_BARRIER.size:].decode() or None
-        return CheckpointBarrier(checkpoint_id, timestamp, _MODES[mode], target)
+        return CheckpointBarrier(checkpoint_id, timestamp, _MODES[mode & ~_SYNCHRONOUS], target, bool(mode & _SYNCHRONOUS))
     except KeyError:
         raise ValueError(f"corrupt checkpoint barrier: unknown checkpointing mode code {mode}") from None
     except UnicodeDecodeError as e:

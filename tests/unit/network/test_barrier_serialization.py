@@ -29,6 +29,16 @@ def test_barrier_round_trips_compactly(mode: CheckpointingMode, cid: int, ts: in
     assert not is_data(out)
 
 
+@pytest.mark.parametrize("mode", list(CheckpointingMode))
+def test_a_stop_with_savepoint_barrier_keeps_its_target_and_mode_and_says_it_is_synchronous(mode: CheckpointingMode) -> None:
+    b = CheckpointBarrier(7, 8, mode, "/savepoints/sp-1", synchronous=True)
+    payload = encode(b)
+    assert len(payload) == 1 + 8 + 8 + 1 + len("/savepoints/sp-1")
+    out = decode(payload)
+    assert out == b and out.synchronous and out.mode is mode and out.target_location == "/savepoints/sp-1"
+    assert not decode(encode(CheckpointBarrier(7, 8, mode, "/savepoints/sp-1"))).synchronous
+
+
 def test_corrupt_barrier_payloads_are_refused() -> None:
     good = encode(CheckpointBarrier(1, 2))
     with pytest.raises(ValueError, match="corrupt checkpoint barrier"):
