@@ -80,7 +80,10 @@ class FailOnceArmed:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if os.path.exists(self.arm) and not os.path.exists(self.marker):
-            open(self.marker, "w").close()
+            try:  # created exclusively: of the subtasks that see the arm at once, only one fails
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return batch
             raise ValueError("injected failure after the bounded source finished")
         return batch
 
