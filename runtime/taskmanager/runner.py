@@ -47,8 +47,11 @@ class TaskManagerConfig(BaseModel):
 
 
 # imported inside connector/operator functions (kept out of the client's import path), loaded up front
-# here; runtime.state.rocksdb: a restore from a native RocksDB checkpoint (rocksdict, ~10 ms)
-_LAZY_LIBRARIES = ("pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyarrow.compute", "deltalake", "runtime.state.rocksdb")
+# here; runtime.state.rocksdb: a restore from a native RocksDB checkpoint (rocksdict, ~10 ms);
+# runtime.storage.state_files: a writer cleaning up after a cancelled savepoint (storage.savepoints)
+_LAZY_LIBRARIES = (
+    "pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyarrow.compute", "deltalake", "runtime.state.rocksdb", "runtime.storage.state_files",
+)
 
 
 def _preload_operator_modules() -> None:

@@ -295,6 +295,15 @@ class CheckpointCoordinator:
         await self._abort(msg.checkpoint_id, f"checkpoint {msg.checkpoint_id} declined by a task: {msg.reason}", msg.counts_as_failure)
 
     async def _complete(self, p: PendingCheckpoint) -> None:
+        if self._shutdown:
+            # the job ended while its last acknowledgements were in flight: a checkpoint completed now
+            # would notify sinks of a job that is over (a cancelled job must commit nothing); its files go
+            p.discarded = True
+            if p.savepoint is not None:
+                self._discard_late(self.store.discard_savepoint, p.savepoint.target, p.files())
+            else:
+                self._discard_late(self.store.discard, p.files())
+            return
         done = asyncio.get_running_loop().create_future()
         self._completing = done
         try:

@@ -11,6 +11,7 @@ from runtime.core.states import ExecutionState
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.rpc import messages as m
+from tests.waiting import wait_until
 from runtime.storage.checkpoint_store import CheckpointMetadata
 
 
@@ -204,6 +205,20 @@ def test_shutdown_removes_what_checkpoints_that_never_completed_left(setup) -> N
     cc.shutdown()
     cc._io.shutdown(wait=True)
     assert store.removed_uncommitted_up_to == [2]
+
+
+def test_acknowledgements_completing_a_checkpoint_after_the_job_ended_commit_nothing(setup) -> None:
+    """A cancelled job's last acknowledgements may arrive after its coordinator shut down: the checkpoint
+    is not completed (its sinks would commit after the job ended), and its files are deleted."""
+    cc, host, store, _, run = setup
+    run(cc.trigger_checkpoint())
+    run(cc.receive_acknowledge(ack("src-0", 1, ["a.parquet"])))
+    run(cc.receive_acknowledge(ack("src-1", 1, ["b.parquet"])))
+    cc.shutdown()
+    run(cc.receive_acknowledge(ack("sink-0", 1, ["c.parquet"], {"sink": b"x"})))
+    wait_until(lambda: len(store.discarded) == 3, timeout=5, what="the three files deleted", interval=0.01)
+    assert not store.added and not host.completed
+    assert sorted(store.discarded) == ["a.parquet", "b.parquet", "c.parquet"]
 
 
 def test_a_timeout_discards_and_too_many_failures_in_a_row_are_reported(setup) -> None:
