@@ -164,23 +164,27 @@ def test_only_the_newest_generations_are_kept_and_a_stale_write_is_not_read(tmp_
     assert not (folder / f"{5:012d}.json").exists()
 
 
-def _race(table: str, job: str, start: multiprocessing.Event, results: multiprocessing.Queue) -> None:
+def _race(table: str, job: str, start: multiprocessing.Event, results: multiprocessing.Queue, done: multiprocessing.Event) -> None:
     start.wait()
     try:
         TableLease(table, job, "sink1", operator="out").acquire()
         results.put((job, "held"))
     except TableInUseError:
         results.put((job, "refused"))
+    # a JobManager holds its lease while it lives: the winner stays until every racer has tried
+    # (an ended winner's dead pid would rightly free the table for a slower racer)
+    done.wait(30)
 
 
 def test_of_processes_racing_for_a_free_table_exactly_one_gets_it(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
-    start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_race, args=(str(tmp_path / "t"), f"job-{i}", start, results)) for i in range(4)]
+    start, results, done = ctx.Event(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_race, args=(str(tmp_path / "t"), f"job-{i}", start, results, done)) for i in range(4)]
     for p in procs:
         p.start()
     start.set()
     outcomes = dict(results.get(timeout=30) for _ in procs)
+    done.set()
     for p in procs:
         p.join(timeout=30)
     assert sorted(outcomes.values()) == ["held", "refused", "refused", "refused"]
