@@ -10,7 +10,7 @@ The operator state contract (Flink: StreamOperatorStateHandler + CheckpointedFun
 - `notify_checkpoint_complete(checkpoint_id)` / `notify_checkpoint_aborted(checkpoint_id)`.
 
 Keyed state travels as rows: per key group, per state name, a kind and (key, namespace, value)
-entries. Kinds are the state kinds of `runtime.api.datastream.state.StateKind` plus operator-internal
+entries. Kinds are the state kinds of `runtime.core.state.StateKind` plus operator-internal
 ones (e.g. "timer", "pane"). This is the layout of the checkpoint Delta table, so Spark SQL can read it.
 """
 from __future__ import annotations

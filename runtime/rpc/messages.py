@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from runtime.core.errors import ThrowableType, throwable_type_of
 from runtime.core.states import ExecutionState, JobStatus, SlotState
 from runtime.rpc.deployment import DataAddress
+from runtime.storage.handles import BlockingResultFile, StateFileHandle  # noqa: F401 - written by storage, carried by the protocols
 
 
 class Message(BaseModel):
@@ -208,15 +209,6 @@ class TaskMetricsSnapshot(Message):
     bytes_out: int = 0
 
 
-class BlockingResultFile(Message):
-    """One file of a blocking result partition (path relative to the result's table root)."""
-
-    path: str
-    size: int
-    rows: int
-    row_groups: dict[int, list[int]] = Field(default_factory=dict)  # subpartition -> its row groups, in order
-
-
 class ProducedBlockingPartition(Message):
     """What a FINISHED producer wrote for one blocking result: the JobMaster commits it to Delta."""
 
@@ -246,15 +238,6 @@ class OperatorEventMessage(Message):
 
 
 # --- checkpoints (JobMaster <-> TaskExecutor) ------------------------------------------------
-class StateFileHandle(Message):
-    """A state file a task wrote for a checkpoint (path relative to the checkpoint table root)."""
-
-    path: str
-    size: int
-    rows: int
-    operator_ids: list[str]  # operator id of every operator with rows in the file
-
-
 class TaskStateSnapshot(Message):
     files: list[StateFileHandle] = Field(default_factory=list)
     # operator id -> state files of earlier checkpoints (this task's) that its state builds on

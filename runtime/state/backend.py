@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from runtime.core.gc_pause import gc_paused
-from runtime.api.datastream.state import (
+from runtime.core.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Iterator, Sequence
 
-from runtime.api.datastream.state import StateKind
+from runtime.core.state import StateKind
 from runtime.core.checkpoint import KeyedSnapshot, StateEntries, snapshot_is_copy_on_write
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
-from runtime.api.datastream.state import StateKind
+from runtime.core.state import StateKind
 from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, StateEntries, in_forked_snapshot_writer
 from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused

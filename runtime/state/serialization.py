@@ -159,7 +159,7 @@ class _CompatUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
         pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]
         built = self.stack[-1]
         if type(built) is _LegacyTimeWindow:
-            from runtime.api.datastream.window import TimeWindow
+            from runtime.core.windows import TimeWindow
 
             window = TimeWindow(built.start, built.end)
             self.stack[-1] = window

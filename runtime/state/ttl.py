@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple
 
-from runtime.api.datastream.state import StateTtlConfig
+from runtime.core.state import StateTtlConfig
 from runtime.state.backend import KvAggregatingState, KvListState, KvMapState, KvReducingState, KvValueState, StateKind
 
 

@@ -27,7 +27,7 @@ import functools
 import numbers
 from typing import Any, Iterable, Union
 
-from runtime.api.common.typeinfo import (
+from runtime.core.typeinfo import (
     BasicTypeInfo,
     ListTypeInfo,
     MapTypeInfo,

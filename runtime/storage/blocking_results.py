@@ -38,7 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runtime.core.errors import StorageError
-from runtime.rpc.messages import BlockingResultFile
+from runtime.storage.handles import BlockingResultFile
 from runtime.storage.state_files import resolve_filesystem
 
 log = logging.getLogger(__name__)

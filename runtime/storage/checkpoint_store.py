@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core.errors import ConfigurationError, CorruptStateError, SharedStateMissingError, StorageError
-from runtime.rpc.messages import StateFileHandle
+from runtime.storage.handles import StateFileHandle
 from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files
 from runtime.storage.state_files import (
     CHECKPOINT_TABLE_SCHEMA,

@@ -43,7 +43,7 @@ from runtime.core.gc_pause import gc_paused
 from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, OperatorSnapshot, StateEntries, StateInitializationContext
 from runtime.core.errors import CorruptStateError, StorageError
 from runtime.core.keygroups import KeyGroupRange
-from runtime.rpc.messages import StateFileHandle
+from runtime.storage.handles import StateFileHandle
 from runtime.storage import state_columns as columns
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from runtime.taskmanager.user_code import instantiate
 
-from runtime.api.operators.base import (
+from runtime.core.operators import (
     OperatorContext,
     OperatorEventGateway,
     ProcessingTimeService,

@@ -54,6 +54,10 @@ _LAZY_LIBRARIES = (
 )
 
 
+_OPERATOR_MODULES = ("runtime.api.common", "runtime.api.datastream")
+_OPERATOR_PACKAGES = ("runtime.api.operators", "runtime.api.connectors")  # and every module in them
+
+
 def _preload_operator_modules() -> None:
     """Import the API's operator and connector modules before any task arrives.
 
@@ -69,11 +73,11 @@ def _preload_operator_modules() -> None:
 
     for library in _LAZY_LIBRARIES:
         importlib.import_module(library)
-
-    import runtime.api.common  # noqa: F401
-    import runtime.api.datastream  # noqa: F401
-
-    for package in ("runtime.api.operators", "runtime.api.connectors"):
+    # The operators a task runs are the job's code, loaded when its deployment is unpickled (Flink:
+    # the user-code class loader), not a dependency of the TaskManager: it names them only here.
+    for module in _OPERATOR_MODULES:
+        importlib.import_module(module)
+    for package in _OPERATOR_PACKAGES:
         pkg = importlib.import_module(package)
         for info in pkgutil.iter_modules(pkg.__path__, package + "."):
             importlib.import_module(info.name)

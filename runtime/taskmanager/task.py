@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import cloudpickle
 
-from runtime.api.operators.base import InputStatus, TaskMetrics
+from runtime.core.operators import InputStatus, TaskMetrics
 from runtime.core.checkpoint import (
     CHECKPOINT_MODE_KEY,
     CheckpointBarrier,

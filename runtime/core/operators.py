@@ -1,0 +1,217 @@
+"""The operator contract between the API (what operators do) and the TaskManager (who runs them).
+
+A task thread drives one chain of operators: it calls `process_batch` / `process_watermark` /
+`end_input` on the chain's head operators for network input, and `emit_next` on a source.
+Operators pass results on through `Output`; inside a chain that is a direct call to the next
+operator (no queue, no serialization). Everything here runs on the task thread only.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
+from runtime.core.keygroups import KeyGroupRange
+from runtime.core.records import MIN_TIMESTAMP, RecordBatch, Watermark, WatermarkStatus
+
+
+class Output(Protocol):
+    def emit(self, batch: RecordBatch) -> None: ...
+
+    def emit_watermark(self, watermark: Watermark) -> None: ...
+
+    def emit_side(self, tag: str, batch: RecordBatch) -> None:
+        """Records for the side output `tag` (an OutputTag's id); dropped if nothing consumes it."""
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        """This output goes idle (no records for a while: it holds back no watermark) or active again."""
+
+
+class ProcessingTimeService(Protocol):
+    """Wall-clock time and timers whose callbacks run on the task thread (the mailbox)."""
+
+    def current_processing_time(self) -> int: ...
+
+    def register_timer(self, timestamp_ms: int, callback: Callable[[int], None]) -> Any: ...
+
+
+class OperatorEventGateway(Protocol):
+    """Sends an event from an operator subtask to its OperatorCoordinator on the JobMaster."""
+
+    def send_event_to_coordinator(self, event: Any) -> None: ...
+
+
+class TaskMetrics:
+    """Counters a task reports to the JobMaster (records/bytes in and out)."""
+
+    __slots__ = ("records_in", "records_out", "bytes_in", "bytes_out")
+
+    def __init__(self) -> None:
+        self.records_in = 0
+        self.records_out = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+
+@dataclass
+class OperatorContext:
+    """Everything the runtime gives an operator at setup."""
+
+    job_id: str
+    job_name: str
+    task_name: str
+    operator_name: str
+    node_id: int
+    uid: str | None
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    key_group_range: KeyGroupRange
+    output: Output
+    processing_time_service: ProcessingTimeService
+    event_gateway: OperatorEventGateway
+    config: dict[str, str] = field(default_factory=dict)
+    logger: logging.LoggerAdapter | None = None
+    metrics: TaskMetrics = field(default_factory=TaskMetrics)
+
+
+class StreamOperator:
+    """Base class of every operator. Subclasses override the hooks they need."""
+
+    num_inputs = 1
+
+    def __init__(self) -> None:
+        self.ctx: OperatorContext | None = None
+        self.output: Output | None = None
+        self._input_watermarks: list[int] = []
+        self._input_idle: list[bool] = []
+        self._current_watermark = MIN_TIMESTAMP
+
+    # lifecycle -----------------------------------------------------------------------------
+    def setup(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
+        self.output = ctx.output
+        self._input_watermarks = [MIN_TIMESTAMP] * max(1, self.num_inputs)
+        self._input_idle = [False] * max(1, self.num_inputs)
+
+    def open(self) -> None:
+        """Called once before the first element (user functions' open() runs here)."""
+
+    def finish(self) -> None:
+        """All inputs ended: flush what is buffered (e.g. fire remaining windows)."""
+
+    def close(self) -> None:
+        """Release resources; called on success and on failure/cancel."""
+
+    # state and checkpoints (see runtime.core.checkpoint for the contract) -----------------------
+    def initialize_state(self, context: StateInitializationContext) -> None:
+        """After setup, before open: restore from `context` (empty on a fresh start)."""
+
+    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
+        """Synchronous part of a checkpoint, on the task thread: cheap copies only. None: no state."""
+        return None
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` (and every earlier one) is complete and durable."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` was discarded (timeout, decline, failure)."""
+
+    # data ----------------------------------------------------------------------------------
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        raise NotImplementedError
+
+    def process_watermark(self, watermark: Watermark, input_index: int = 0) -> None:
+        """Combine per-input watermarks (min over the inputs that are not idle) and advance when it moves."""
+        wms = self._input_watermarks
+        if watermark.timestamp > wms[input_index]:
+            wms[input_index] = watermark.timestamp
+        self._advance_combined()
+
+    def _advance_combined(self) -> None:
+        wms, idle = self._input_watermarks, self._input_idle
+        counted = [w for w, i in zip(wms, idle) if not i] if any(idle) else wms
+        if not counted:
+            return
+        combined = min(counted)
+        if combined > self._current_watermark:
+            self._current_watermark = combined
+            self.on_watermark(combined)
+
+    def process_watermark_status(self, status: WatermarkStatus, input_index: int = 0) -> None:
+        """An input went idle or active (Flink: processWatermarkStatus): an idle input holds back no
+        watermark; the operator's output is idle while all its inputs are."""
+        idle = self._input_idle
+        was_idle = all(idle)
+        idle[input_index] = status.idle
+        if not status.idle:
+            return self._status_changed(was_idle)
+        self._advance_combined()
+        self._status_changed(was_idle)
+
+    def _status_changed(self, was_idle: bool) -> None:
+        now_idle = all(self._input_idle)
+        if now_idle != was_idle and self.output is not None:
+            self.output.emit_watermark_status(WatermarkStatus(now_idle))
+
+    def on_watermark(self, timestamp: int) -> None:
+        """Event time advanced to `timestamp` (fire timers, then forward)."""
+        assert self.output is not None
+        self.output.emit_watermark(Watermark(timestamp))
+
+    def end_input(self, input_index: int = 0) -> None:
+        """Input `input_index` has no more data (bounded input)."""
+
+    @property
+    def current_watermark(self) -> int:
+        return self._current_watermark
+
+
+class InputStatus(enum.Enum):
+    MORE_AVAILABLE = "MORE_AVAILABLE"
+    NOTHING_AVAILABLE = "NOTHING_AVAILABLE"
+    END_OF_INPUT = "END_OF_INPUT"
+
+
+class SourceOperator(StreamOperator):
+    """A source is pulled by its task: `emit_next` emits at most one batch per call."""
+
+    num_inputs = 0
+
+    def emit_next(self) -> InputStatus:
+        raise NotImplementedError
+
+    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
+        raise TypeError("a source has no inputs")
+
+
+class OperatorCoordinator(Protocol):
+    """Runs on the JobMaster, one per operator (all subtasks); Flink's OperatorCoordinator.
+
+    Used by sinks that commit globally (Delta) and by the collect sink.
+    """
+
+    def start(self) -> None: ...
+
+    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None: ...
+
+    def on_job_finished(self) -> dict[str, Any]:
+        """All tasks finished: commit. Returns metadata (e.g. Delta version) for the job result."""
+        ...
+
+    def close(self) -> None: ...
+
+    # checkpoint hooks (optional: the JobMaster calls them only where a coordinator defines them)
+    # def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None
+    #     checkpoint `checkpoint_id` is durable; `committables` are the operator subtasks' (all
+    #     subtasks, in subtask order) -- a two-phase-commit sink commits them here.
+    # def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any]) -> None
+    #     the job (or a region) restarts from `checkpoint_id` (None: from scratch); committables of
+    #     that checkpoint that were never committed must be committed now.
+
+
+class OperatorCoordinatorProvider(Protocol):
+    def create(self, job_id: str, operator_name: str, parallelism: int) -> OperatorCoordinator: ...
