@@ -40,6 +40,27 @@ from runtime.graph.transformations import (
     TwoInputTransformation,
     UnionTransformation,
 )
+from runtime.api.common.time import to_millis
+from runtime.api.common.typeinfo import RowTypeInfo, TupleTypeInfo
+from runtime.api.common.watermark_strategy import WatermarkStrategy
+from runtime.api.connectors.base import Sink
+from runtime.api.connectors.collect import CloseableIterator, CollectSink, collect_rows
+from runtime.api.connectors.print import PrintSink
+from runtime.api.datastream import window as w
+from runtime.api.datastream.aggregates import ColumnarAggregate
+from runtime.api.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction, OutputTag
+from runtime.api.datastream.state import MapStateDescriptor
+from runtime.api.datastream.window import Evictor
+from runtime.api.operators.broadcast import BroadcastProcessOperator, KeyedBroadcastProcessOperator
+from runtime.api.operators.co_process import KeyedCoProcessOperator
+from runtime.api.operators.columnar_window import ColumnarWindowAggregateOperator
+from runtime.api.operators.keyed_process import KeyedProcessOperator
+from runtime.api.operators.keyed_reduce import KeyedReduceOperator
+from runtime.api.operators.runtime_context import with_declared_key_type
+from runtime.api.operators.simple import BATCH_FORMATS, CoProcessOperator, CoStreamFlatMap, CoStreamMap, MapBatchesOperator, ProcessOperator, SinkFunctionOperator, StreamFilter, StreamFlatMap, StreamMap, TimestampsAndWatermarksOperator
+from runtime.api.operators.window_operator import WindowOperator
+from runtime.graph.job_graph import ResourceSpec
+from runtime.graph.transformations import SideOutputTransformation
 
 if TYPE_CHECKING:
     from runtime.api.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -68,14 +89,12 @@ def _check_parallelism(op: str, p: Any) -> int:
 
 
 def _row_info(type_info: Any) -> Any:
-    from runtime.api.common.typeinfo import RowTypeInfo, TupleTypeInfo
 
     return type_info if isinstance(type_info, (RowTypeInfo, TupleTypeInfo)) else None
 
 
 def _check_field(op: str, type_info: Any, field: int | str) -> None:
     """Fail at the call site when the declared type says `field` does not exist."""
-    from runtime.api.common.typeinfo import RowTypeInfo, TupleTypeInfo
 
     if isinstance(type_info, RowTypeInfo):
         if isinstance(field, str):
@@ -92,7 +111,6 @@ def _check_field(op: str, type_info: Any, field: int | str) -> None:
 
 
 def _to_ms(value: Any) -> int:
-    from runtime.api.common.time import to_millis
 
     return to_millis(value)
 
@@ -386,19 +404,16 @@ class DataStream:
     # -- record-at-a-time operators --------------------------------------------------------------
     def map(self, func: Any, output_type: Any = None) -> "DataStream":
         _require_function("map", func, MapFunction, "MapFunction")
-        from runtime.api.operators.simple import StreamMap
 
         return self._one_input("Map", functools.partial(StreamMap, func), output_type)
 
     def flat_map(self, func: Any, output_type: Any = None) -> "DataStream":
         _require_function("flat_map", func, FlatMapFunction, "FlatMapFunction")
-        from runtime.api.operators.simple import StreamFlatMap
 
         return self._one_input("Flat Map", functools.partial(StreamFlatMap, func), output_type)
 
     def filter(self, func: Any) -> "DataStream":
         _require_function("filter", func, FilterFunction, "FilterFunction")
-        from runtime.api.operators.simple import StreamFilter
 
         return self._one_input("Filter", functools.partial(StreamFilter, func), self._t.output_type)
 
@@ -408,7 +423,6 @@ class DataStream:
                 f"process(): {_type_name(func)} is a KeyedProcessFunction; call key_by() first or use a ProcessFunction"
             )
         _require_function("process", func, ProcessFunction, "ProcessFunction")
-        from runtime.api.operators.simple import ProcessOperator
 
         return self._one_input("Process", functools.partial(ProcessOperator, func), output_type)
 
@@ -417,15 +431,12 @@ class DataStream:
         ("numpy"), pyarrow.RecordBatch ("pyarrow") or pandas.DataFrame ("pandas") and returns the
         same kind. Timestamps carry over when the row count is unchanged."""
         _require_function("map_batches", func, MapFunction, "MapFunction")
-        from runtime.api.operators.simple import BATCH_FORMATS, MapBatchesOperator
 
         if batch_format not in BATCH_FORMATS:
             raise InvalidProgramError(f"map_batches(): batch_format must be one of {BATCH_FORMATS}, got {batch_format!r}")
         return self._one_input("Map Batches", functools.partial(MapBatchesOperator, func, batch_format), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
-        from runtime.api.common.watermark_strategy import WatermarkStrategy
-        from runtime.api.operators.simple import TimestampsAndWatermarksOperator
 
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise InvalidProgramError(
@@ -482,7 +493,6 @@ class DataStream:
         broadcast state pattern)."""
         if not broadcast_state_descriptors:
             return self._partition(PartitionerKind.BROADCAST)
-        from runtime.api.datastream.state import MapStateDescriptor
 
         bad = [d for d in broadcast_state_descriptors if not isinstance(d, MapStateDescriptor)]
         if bad:
@@ -504,8 +514,6 @@ class DataStream:
     def get_side_output(self, output_tag: Any) -> "DataStream":
         """The records this operator's process function emitted to `output_tag` (PyFlink:
         `yield output_tag, value`; Flink: `ctx.output(output_tag, value)`), or a window's late data."""
-        from runtime.api.datastream.functions import OutputTag
-        from runtime.graph.transformations import SideOutputTransformation
 
         if not isinstance(output_tag, OutputTag):
             raise InvalidProgramError(f"get_side_output() needs an OutputTag, got {_type_name(output_tag)}")
@@ -543,31 +551,26 @@ class DataStream:
         return DataStreamSink(t)
 
     def sink_to(self, sink: Any) -> "DataStreamSink":
-        from runtime.api.connectors.base import Sink
 
         if not isinstance(sink, Sink):
             raise InvalidProgramError(f"sink_to(): expected a Sink (e.g. DeltaSink), got {_type_name(sink)}")
         return self._add_sink(sink.default_name(), sink.create_writer, sink.coordinator_provider())
 
     def add_sink(self, sink_func: Any) -> "DataStreamSink":
-        from runtime.api.connectors.base import Sink
 
         if isinstance(sink_func, Sink):
             return self.sink_to(sink_func)
         _require_function("add_sink", sink_func, SinkFunction, "SinkFunction")
-        from runtime.api.operators.simple import SinkFunctionOperator
 
         return self._add_sink("Sink: Unnamed", functools.partial(SinkFunctionOperator, sink_func))
 
     def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
-        from runtime.api.connectors.print import PrintSink
 
         return self.sink_to(PrintSink(sink_identifier, type_info=self._t.output_type))  # PyFlink prints by type
 
     def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
         """Run the job and return its results: a CloseableIterator, or a list of at most `limit`
         (the job is then canceled if still running, like PyFlink)."""
-        from runtime.api.connectors.collect import CloseableIterator, CollectSink, collect_rows
 
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise InvalidProgramError(f"execute_and_collect(): limit must be a positive int, got {limit!r}")
@@ -613,7 +616,6 @@ class SlotSharingGroup:
         return self.managed_memory_mb
 
     def to_resources(self) -> Any:
-        from runtime.graph.job_graph import ResourceSpec
 
         if self.cpu_cores is None and self.task_heap_memory_mb is None and self.managed_memory_mb is None:
             return None
@@ -701,7 +703,6 @@ def _declaring_key_type(factory: Callable[[], Any], key_type: Any) -> Callable[[
     it and a restore checks it); unchanged when key_by() declared none."""
     if key_type is None:
         return factory
-    from runtime.api.operators.runtime_context import with_declared_key_type
 
     return functools.partial(with_declared_key_type, factory, key_type)
 
@@ -721,7 +722,6 @@ class KeyedStream(DataStream):
         return self._key_type
 
     def _keyed(self, name: str, function: Any, output_type: Any) -> DataStream:
-        from runtime.api.operators.keyed_process import KeyedProcessOperator
 
         return self._one_input(name, functools.partial(KeyedProcessOperator, self._key_selector, function), output_type, keyed=True)
 
@@ -747,7 +747,6 @@ class KeyedStream(DataStream):
         return self._reduce("Keyed Reduce", _as_reduce_function(func))
 
     def _reduce(self, name: str, fn: ReduceFunction) -> DataStream:
-        from runtime.api.operators.keyed_reduce import KeyedReduceOperator
 
         return self._one_input(name, functools.partial(KeyedReduceOperator, self._key_selector, fn), self._t.output_type, keyed=True)
 
@@ -787,7 +786,6 @@ class KeyedStream(DataStream):
 
 
 def _count_assigner(size: int, slide: int | None) -> Any:
-    from runtime.api.datastream import window as w
 
     if not isinstance(size, int) or size < 1:
         raise InvalidProgramError(f"count_window(): size must be a positive int, got {size!r}")
@@ -841,7 +839,6 @@ class WindowedStream:
     def evictor(self, evictor: Any) -> "WindowedStream":
         """Remove elements from a pane before and/or after the window function (CountEvictor,
         TimeEvictor, DeltaEvictor or your own Evictor); the pane then keeps every element."""
-        from runtime.api.datastream.window import Evictor
 
         if not isinstance(evictor, Evictor):
             raise InvalidProgramError(f"evictor(): expected an Evictor (e.g. CountEvictor.of(3)), got {_type_name(evictor)}")
@@ -851,7 +848,6 @@ class WindowedStream:
     def side_output_late_data(self, output_tag: Any) -> "WindowedStream":
         """Elements too late for any window (after the watermark passed it plus the allowed lateness)
         go to this side output instead of being dropped: `result.get_side_output(output_tag)`."""
-        from runtime.api.datastream.functions import OutputTag
 
         if not isinstance(output_tag, OutputTag):
             raise InvalidProgramError(f"side_output_late_data() needs an OutputTag, got {type(output_tag).__name__}")
@@ -859,7 +855,6 @@ class WindowedStream:
         return self
 
     def _window_op(self, kind: str, spec: tuple, output_type: Any) -> DataStream:
-        from runtime.api.operators.window_operator import WindowOperator
 
         ks = self._keyed_stream
         name = f"Window({self._assigner!r}, {kind})"
@@ -884,11 +879,8 @@ class WindowedStream:
 
     def aggregate(self, aggregate_function: Any, window_function: Any = None, accumulator_type: Any = None,
                   output_type: Any = None) -> DataStream:
-        try:
-            from runtime.api.datastream.aggregates import ColumnarAggregate
-        except ImportError:  # pragma: no cover - OPS's module missing
-            ColumnarAggregate = ()  # type: ignore[assignment,misc]
-        if ColumnarAggregate and isinstance(aggregate_function, ColumnarAggregate):
+
+        if isinstance(aggregate_function, ColumnarAggregate):
             return self._columnar_aggregate(aggregate_function, window_function, output_type)
         if not isinstance(aggregate_function, AggregateFunction):
             raise InvalidProgramError(
@@ -898,9 +890,7 @@ class WindowedStream:
         return self._window_op("aggregate", ("aggregate", aggregate_function, pwf), output_type)
 
     def _columnar_aggregate(self, agg: Any, window_function: Any, output_type: Any) -> DataStream:
-        from runtime.api.datastream import window as w
 
-        ColumnarWindowAggregateOperator = _columnar_operator_class()
 
         time_windows = tuple(
             getattr(w, n) for n in ("TumblingEventTimeWindows", "SlidingEventTimeWindows",
@@ -937,21 +927,6 @@ class WindowedStream:
         if not isinstance(window_function, WindowFunction):
             raise InvalidProgramError(f"apply(): expected a WindowFunction, got {_type_name(window_function)}")
         return self._window_op("apply", ("process", _WindowFunctionAdapter(window_function)), output_type)
-
-
-def _columnar_operator_class() -> Any:
-    import importlib
-
-    # OPS's ColumnarWindowAggregateOperator: in window_operator.py or a module of its own
-    for mod in ("runtime.api.operators.window_operator", "runtime.api.operators.columnar_window",
-                "runtime.api.operators.columnar_window_aggregate", "runtime.api.operators.columnar"):
-        try:
-            cls = getattr(importlib.import_module(mod), "ColumnarWindowAggregateOperator", None)
-        except ImportError:
-            continue
-        if cls is not None:
-            return cls
-    raise InvalidProgramError("aggregate(): ColumnarWindowAggregateOperator is not available in this build")
 
 
 class AllWindowedStream:
@@ -1030,8 +1005,6 @@ class BroadcastConnectedStream:
         self.broadcast_stream = broadcast_stream
 
     def process(self, func: Any, output_type: Any = None) -> DataStream:
-        from runtime.api.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
-        from runtime.api.operators.broadcast import BroadcastProcessOperator, KeyedBroadcastProcessOperator
 
         stream, descriptors = self.non_broadcast_stream, self.broadcast_stream.broadcast_state_descriptors
         keyed = isinstance(stream, KeyedStream)
@@ -1076,7 +1049,6 @@ class ConnectedStreams:
         return DataStream(self._env, t)
 
     def _keyed_co(self, name: str, fn: Any, output_type: Any) -> DataStream:
-        from runtime.api.operators.co_process import KeyedCoProcessOperator
 
         ks1 = self.stream1._key_selector  # type: ignore[attr-defined]
         ks2 = self.stream2._key_selector  # type: ignore[attr-defined]
@@ -1085,7 +1057,6 @@ class ConnectedStreams:
 
     def _co_map(self, kind: str, func: Any, output_type: Any) -> DataStream:
         """map / flat_map: a Co(Flat)MapFunction, run as a KeyedCoProcessFunction when both inputs are keyed."""
-        from runtime.api.operators.simple import CoStreamFlatMap, CoStreamMap
 
         cls, name, operator = {
             "map": (CoMapFunction, "Co-Map", CoStreamMap),
@@ -1111,6 +1082,5 @@ class ConnectedStreams:
         if not isinstance(func, CoProcessFunction):
             hint = "; key both streams first (key_by)" if isinstance(func, KeyedCoProcessFunction) else ""
             raise InvalidProgramError(f"process(): expected a CoProcessFunction, got {_type_name(func)}{hint}")
-        from runtime.api.operators.simple import CoProcessOperator
 
         return self._two_input("Co-Process", functools.partial(CoProcessOperator, func), output_type, False)
