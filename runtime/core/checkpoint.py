@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import enum
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, Union, overload
+
+from runtime.core.execution_modes import CheckpointingMode
+from runtime.core.options import checkpointing as _checkpointing
+from runtime.core.options import state as _state_options
 
 _K0, _K1, _K2 = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
@@ -90,13 +93,6 @@ class StateEntries(Sequence[tuple[Any, Any, Any]]):
 # state name -> (kind, entries): a list of (key, namespace, value) tuples or StateEntries columns
 KeyGroupState = dict[str, tuple[str, Sequence[tuple[Any, Any, Any]]]]
 KeyedSnapshot = dict[int, KeyGroupState]
-
-
-class CheckpointingMode(str, enum.Enum):
-    """PyFlink's CheckpointingMode."""
-
-    EXACTLY_ONCE = "EXACTLY_ONCE"
-    AT_LEAST_ONCE = "AT_LEAST_ONCE"
 
 
 @dataclass(frozen=True)
@@ -238,33 +234,25 @@ def in_forked_snapshot_writer() -> bool:
     return _in_forked_writer
 
 
-# configuration keys (Flink's names)
-CHECKPOINT_INTERVAL_KEY = "execution.checkpointing.interval"
-CHECKPOINT_MODE_KEY = "execution.checkpointing.mode"
-CHECKPOINT_TIMEOUT_KEY = "execution.checkpointing.timeout"
-CHECKPOINT_MIN_PAUSE_KEY = "execution.checkpointing.min-pause"
-CHECKPOINT_TOLERABLE_FAILURES_KEY = "execution.checkpointing.tolerable-failed-checkpoints"
-CHECKPOINT_MAX_CONCURRENT_KEY = "execution.checkpointing.max-concurrent-checkpoints"
-# FLIP-147: checkpoints go on once some tasks finished (Flink 1.15+: on by default; the key
-# carried '.enabled' before Flink 1.20, still read)
-CHECKPOINTS_AFTER_TASKS_FINISH_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
-CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS = ("execution.checkpointing.checkpoints-after-tasks-finish.enabled",)
-CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
-CHECKPOINTS_RETAINED_KEY = "state.checkpoints.num-retained"
-SAVEPOINTS_DIR_KEY = "state.savepoints.dir"  # Flink's key; default <warehouse>/_savepoints/<job name>
-SAVEPOINT_PATH_KEY = "execution.savepoint.path"  # restore the job from this savepoint (run -s)
-SAVEPOINT_IGNORE_UNCLAIMED_KEY = "execution.savepoint.ignore-unclaimed-state"  # --allow-non-restored-state
-# Millrace's own: when every source reached the end of its input, stop with a drained savepoint
-# (into state.savepoints.dir) instead of finishing, so the state lives on (e.g. the next day's run)
-END_OF_INPUT_SAVEPOINT_KEY = "execution.end-of-input.savepoint"
+# the keys of the options this module's users read, under their old names (the options are
+# declared in runtime.core.options.checkpointing and .state)
+CHECKPOINT_INTERVAL_KEY = _checkpointing.CHECKPOINTING_INTERVAL.key
+CHECKPOINT_MODE_KEY = _checkpointing.CHECKPOINTING_MODE.key
+CHECKPOINT_TIMEOUT_KEY = _checkpointing.CHECKPOINTING_TIMEOUT.key
+CHECKPOINT_MIN_PAUSE_KEY = _checkpointing.MIN_PAUSE_BETWEEN_CHECKPOINTS.key
+CHECKPOINT_TOLERABLE_FAILURES_KEY = _checkpointing.TOLERABLE_FAILURE_NUMBER.key
+CHECKPOINT_MAX_CONCURRENT_KEY = _checkpointing.MAX_CONCURRENT_CHECKPOINTS.key
+CHECKPOINTS_AFTER_TASKS_FINISH_KEY = _checkpointing.CHECKPOINTS_AFTER_TASKS_FINISH.key
+CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS = _checkpointing.CHECKPOINTS_AFTER_TASKS_FINISH.deprecated_keys
+CHECKPOINTS_DIR_KEY = _checkpointing.CHECKPOINTS_DIRECTORY.key
+CHECKPOINTS_RETAINED_KEY = _checkpointing.MAX_RETAINED_CHECKPOINTS.key
+SAVEPOINTS_DIR_KEY = _checkpointing.SAVEPOINT_DIRECTORY.key
+SAVEPOINT_PATH_KEY = _checkpointing.SAVEPOINT_PATH.key
+SAVEPOINT_IGNORE_UNCLAIMED_KEY = _checkpointing.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
+END_OF_INPUT_SAVEPOINT_KEY = _checkpointing.END_OF_INPUT_SAVEPOINT.key
+STATE_BACKEND_KEY = _state_options.STATE_BACKEND.key
 
 
-def end_of_input_savepoint(config: dict[str, str]) -> bool:
-    """The value of END_OF_INPUT_SAVEPOINT_KEY ("true"/"false", default false); ConfigurationError otherwise."""
-    from runtime.core.errors import ConfigurationError
-
-    raw = str(config.get(END_OF_INPUT_SAVEPOINT_KEY, "false")).strip().lower()
-    if raw not in ("true", "false"):
-        raise ConfigurationError(f"{END_OF_INPUT_SAVEPOINT_KEY} must be 'true' or 'false', got {raw!r}")
-    return raw == "true"
-STATE_BACKEND_KEY = "state.backend.type"
+def end_of_input_savepoint(config: Mapping[str, Any]) -> bool:
+    """execution.end-of-input.savepoint (default false); ConfigurationError for a value that is not a boolean."""
+    return _checkpointing.END_OF_INPUT_SAVEPOINT.get(config)

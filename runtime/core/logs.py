@@ -19,15 +19,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.core.errors import ConfigurationError
+from runtime.core.options import logs as log_options
 
 FRAMEWORK_LOGGERS = ("runtime", "millrace", "py4j")
-LOG_DIR_KEY = "env.log.dir"  # Flink's key: the folder of the log files
-LOG_PROPAGATE_KEY = "env.log.propagate"  # Millrace's: framework logs also reach the root logger's handlers
+# the option keys under their old names (declared in runtime.core.options.logs)
+LOG_DIR_KEY = log_options.LOG_DIR.key  # Flink's key: the folder of the log files
+LOG_PROPAGATE_KEY = log_options.LOG_PROPAGATE.key  # Millrace's: framework logs also reach the root logger's handlers
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"  # a log file may be shared by processes
-
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
 
 @dataclass(frozen=True)
 class FrameworkLogging:
@@ -45,15 +43,9 @@ _installed: list[tuple[logging.Logger, logging.Handler]] = []
 
 
 def parse_flag(key: str, value: str | bool) -> bool:
-    """A boolean configuration value ("true"/"false", as Flink writes them); a clear error otherwise."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigurationError(f"{key}: expected true or false, got {value!r}")
+    """A boolean configuration value ("true"/"false", as Flink writes them), read as the boolean
+    options read theirs; a ConfigurationError naming `key` otherwise."""
+    return bool(log_options.LOG_PROPAGATE.parse(value, key))
 
 
 def framework_logging() -> FrameworkLogging | None:
