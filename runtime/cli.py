@@ -18,7 +18,9 @@ from typing import Any
 
 from runtime.api.execution import JobExecutionResult, JobFailure, use_executor
 from runtime.core.errors import JobExecutionError, MillraceError
-from runtime.core.logs import LOG_PROPAGATE_KEY
+from runtime.core.options import checkpointing as checkpointing_options
+from runtime.core.options import execution as execution_options
+from runtime.core.options import logs as log_options
 from runtime.core.states import JobStatus
 from runtime.deploy.client_logging import configure_client_logging
 from runtime.deploy.program import run_program
@@ -131,14 +133,16 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
 
 
 def _job_config(args: argparse.Namespace) -> dict[str, str]:
-    config = {"parallelism.default": str(args.parallelism)} if args.parallelism else {}
+    config = {execution_options.PARALLELISM.key: str(args.parallelism)} if args.parallelism else {}
     if getattr(args, "log_propagate", False):
-        config[LOG_PROPAGATE_KEY] = "true"
+        config[log_options.LOG_PROPAGATE.key] = "true"
     if getattr(args, "runtime_mode", None):  # Flink: -Dexecution.runtime-mode=BATCH
-        config["execution.runtime-mode"] = args.runtime_mode.upper()
+        config[execution_options.RUNTIME_MODE.key] = args.runtime_mode.upper()
     if getattr(args, "from_savepoint", None):  # Flink's keys, so a program may also set them itself
-        config["execution.savepoint.path"] = args.from_savepoint
-        config["execution.savepoint.ignore-unclaimed-state"] = "true" if args.allow_non_restored_state else "false"
+        config[checkpointing_options.SAVEPOINT_PATH.key] = args.from_savepoint
+        config[checkpointing_options.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key] = (
+            checkpointing_options.SAVEPOINT_IGNORE_UNCLAIMED_STATE.to_string(bool(args.allow_non_restored_state))
+        )
     return config
 
 

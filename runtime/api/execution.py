@@ -20,11 +20,13 @@ from importlib import metadata
 from typing import Any, Callable, Iterator, Mapping, Protocol, runtime_checkable
 
 from runtime.core.errors import ConfigurationError
+from runtime.core.options import deployment as deployment_options
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 
-EXECUTION_TARGET_KEY = "execution.target"
-DEFAULT_EXECUTION_TARGET = "embedded"
+# the option's key and default under their old names (declared in runtime.core.options.deployment)
+EXECUTION_TARGET_KEY = deployment_options.EXECUTION_TARGET.key
+DEFAULT_EXECUTION_TARGET = deployment_options.DEFAULT_EXECUTION_TARGET
 EXECUTOR_ENTRY_POINT_GROUP = "millrace.executors"
 
 
@@ -224,5 +226,5 @@ def current_executor(config: Mapping[str, str]) -> PipelineExecutor:
     ex = _current.get() or (_global[-1] if _global else None)
     if ex is not None:
         return ex
-    target = (config.get(EXECUTION_TARGET_KEY) or DEFAULT_EXECUTION_TARGET).strip() or DEFAULT_EXECUTION_TARGET
+    target = deployment_options.EXECUTION_TARGET.get(config)
     return executor_factory(target).get_executor(config)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-REST_ADDRESS_KEY = "rest.address"  # URL, cluster file / folder, or unset: the cluster under MILLRACE_HOME
-ATTACHED_KEY = "execution.attached"  # Flink's option: "false" submits and returns at once
+from runtime.core.options import deployment as deployment_options
+
+# the option keys under their old names (declared in runtime.core.options.deployment)
+REST_ADDRESS_KEY = deployment_options.REST_ADDRESS.key  # URL, cluster file / folder, or unset: the cluster under MILLRACE_HOME
+ATTACHED_KEY = deployment_options.ATTACHED.key  # Flink's option: "false" submits and returns at once
 
 
 class RemoteExecutorFactory:
@@ -29,8 +32,8 @@ class RemoteExecutorFactory:
         from runtime.deploy.cluster_file import resolve_cluster
         from runtime.deploy.remote import RestExecutor
 
-        address = (config.get(REST_ADDRESS_KEY) or "").strip() or None
-        attached = (config.get(ATTACHED_KEY) or "true").strip().lower() != "false"
+        address = deployment_options.REST_ADDRESS.get(config)
+        attached = deployment_options.ATTACHED.get(config)
         try:
             endpoint = resolve_cluster(address)
         except ConfigurationError as e:

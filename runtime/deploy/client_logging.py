@@ -13,14 +13,8 @@ import socket
 from pathlib import Path
 from typing import Mapping
 
-from runtime.core.logs import (
-    LOG_DIR_KEY,
-    LOG_PROPAGATE_KEY,
-    FrameworkLogging,
-    configure_framework_logging,
-    framework_logging,
-    parse_flag,
-)
+from runtime.core.logs import FrameworkLogging, configure_framework_logging, framework_logging
+from runtime.core.options import logs as log_options
 from runtime.deploy.cluster_file import millrace_home
 
 
@@ -44,15 +38,16 @@ def ensure_client_logging(config: Mapping[str, str]) -> None:
     configuration: Millrace's loggers leave the program's handlers alone from here on. The CLI (or an
     earlier job) may have configured them already: then only `env.log.propagate: true` and another
     `env.log.dir` change what it set."""
-    propagate = parse_flag(LOG_PROPAGATE_KEY, config.get(LOG_PROPAGATE_KEY, "false"))
+    propagate = log_options.LOG_PROPAGATE.get(config)
+    log_dir = log_options.LOG_DIR.get(config)
     current = framework_logging()
     if current is None:
-        configure_framework_logging(FrameworkLogging(client_log_file(config.get(LOG_DIR_KEY)), propagate=propagate))
+        configure_framework_logging(FrameworkLogging(client_log_file(log_dir), propagate=propagate))
         return
     wanted = current
     if propagate and not current.propagate:
         wanted = dataclasses.replace(wanted, propagate=True)
-    if config.get(LOG_DIR_KEY) and wanted.log_file != client_log_file(config[LOG_DIR_KEY]):
-        wanted = dataclasses.replace(wanted, log_file=client_log_file(config[LOG_DIR_KEY]))
+    if log_dir and wanted.log_file != client_log_file(log_dir):
+        wanted = dataclasses.replace(wanted, log_file=client_log_file(log_dir))
     if wanted != current:
         configure_framework_logging(wanted)

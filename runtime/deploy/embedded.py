@@ -12,6 +12,7 @@ import logging
 from typing import Any, Mapping
 
 from runtime.api.execution import FailureListener, JobExecutionResult, StatusListener
+from runtime.core.options import deployment as deployment_options
 from runtime.deploy.client_logging import ensure_client_logging
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
@@ -19,8 +20,9 @@ from runtime.graph.job_graph import JobGraph
 
 log = logging.getLogger(__name__)
 
-PROVIDER_KEY = "execution.taskmanager.provider"  # "spark" (default) or "local"
-SPARK_MASTER_KEY = "spark.master"
+# the option keys under their old names (declared in runtime.core.options.deployment)
+PROVIDER_KEY = deployment_options.TASK_MANAGER_PROVIDER.key  # "spark" (default) or "local"
+SPARK_MASTER_KEY = deployment_options.SPARK_MASTER.key
 
 
 class _OwningJobClient(DispatcherJobClient):
@@ -34,15 +36,33 @@ class _OwningJobClient(DispatcherJobClient):
 
 
 class EmbeddedExecutor:
-    def __init__(self, provider: str = "spark", spark_master: str | None = None, spark: Any = None, tm_log_level: str = "WARNING") -> None:
-        self.provider = provider
-        self.tm_log_level = tm_log_level
+    def __init__(
+        self,
+        provider: str = "spark",
+        spark_master: str | None = None,
+        spark: Any = None,
+        tm_log_level: str = "WARNING",
+        cluster: MiniClusterConfig | None = None,
+    ) -> None:
+        """`cluster`: the per-job cluster's settings, whole; without it, `provider` and
+        `tm_log_level` (the CLI's flags, the Dagster resource's fields) make them."""
+        self.cluster_config = cluster or MiniClusterConfig.model_validate({"provider": provider, "tm_log_level": tm_log_level})
+        # what tasks print goes to the client's stdout: the job runs "in" this process
+        self.cluster_config = self.cluster_config.model_copy(update={"echo_task_manager_stdout": True})
         self.spark_master = spark_master
         self.spark = spark
 
+    @property
+    def provider(self) -> str:
+        return self.cluster_config.provider
+
+    @property
+    def tm_log_level(self) -> str:
+        return self.cluster_config.tm_log_level
+
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> "EmbeddedExecutor":
-        return cls(config.get(PROVIDER_KEY, "spark"), config.get(SPARK_MASTER_KEY))
+        return cls(deployment_options.TASK_MANAGER_PROVIDER.get(config), deployment_options.SPARK_MASTER.get(config))
 
     def execute(
         self, job_graph: JobGraph, status_listener: StatusListener | None = None, failure_listener: FailureListener | None = None
@@ -58,7 +78,7 @@ class EmbeddedExecutor:
             master = self.spark_master or f"local[{max(2, slots)}]"
             # Spark's own start-up output only when asked for everything (--log-level DEBUG)
             spark = build_spark_session(SparkSessionConfig(master=master, quiet=self.tm_log_level != "DEBUG"))
-        cluster = MiniCluster(MiniClusterConfig(provider=self.provider, tm_log_level=self.tm_log_level, echo_task_manager_stdout=True), spark=spark).start()
+        cluster = MiniCluster(self.cluster_config, spark=spark).start()
         try:
             job_id = cluster.submit_job(job_graph)
         except BaseException:

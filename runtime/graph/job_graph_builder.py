@@ -13,6 +13,9 @@ from typing import Any
 
 import cloudpickle
 
+from runtime.core.execution_modes import RuntimeExecutionMode
+from runtime.core.options import batch as batch_options
+from runtime.core.options import execution as execution_options
 from runtime.graph.job_graph import (
     ChainedOperator,
     ChainedOutput,
@@ -29,14 +32,14 @@ from runtime.graph.job_graph import (
 from runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 from runtime.graph.transformations import ChainingStrategy, ExchangeMode, PartitionerKind
 
-CHAINING_CONFIG_KEY = "pipeline.operator-chaining"
+CHAINING_CONFIG_KEY = execution_options.OPERATOR_CHAINING.key  # the option's key under its old name
 # fixed namespace so vertex / dataset ids are the same every time a program is compiled
 _NAMESPACE = uuid.UUID("6c1f0b0e-5f7e-4c57-9a55-6d696c6c7261")
 
 
 def chaining_enabled(config: Mapping[str, Any]) -> bool:
     """`pipeline.operator-chaining: false` disables chaining for the whole job (Flink's option)."""
-    return str(config.get(CHAINING_CONFIG_KEY, "true")).strip().lower() != "false"
+    return execution_options.OPERATOR_CHAINING.get(config)
 
 
 def is_chainable_edge(edge: StreamEdge, graph: StreamGraph) -> bool:
@@ -138,7 +141,7 @@ def _merge_resources(nodes: list[StreamNode]) -> ResourceSpec | None:
     return _sum_specs(specs) if specs else None
 
 
-ADAPTIVE_ENABLED_KEY = "execution.batch.adaptive.auto-parallelism.enabled"
+ADAPTIVE_ENABLED_KEY = batch_options.ADAPTIVE_AUTO_PARALLELISM_ENABLED.key  # the option's key under its old name
 # exchanges a consumer of any parallelism can read as ranges of key-group subpartitions
 _RANGE_READABLE = frozenset({PartitionerKind.HASH, PartitionerKind.REBALANCE, PartitionerKind.SHUFFLE})
 
@@ -148,7 +151,7 @@ def _adaptive(stream_graph: StreamGraph, nodes: list[StreamNode], inputs: list[J
     parallelism the user did not set). Here: every operator's parallelism is the default, every
     input is a blocking all-to-all exchange read by key-group ranges (hash, rebalance, shuffle),
     and it produces no exchange of its own (the last stage of a job)."""
-    if str(stream_graph.config.get(ADAPTIVE_ENABLED_KEY, "true")).strip().lower() != "true":
+    if not batch_options.ADAPTIVE_AUTO_PARALLELISM_ENABLED.get(stream_graph.config):
         return False
     if not inputs or any(n.parallelism_configured for n in nodes):
         return False
@@ -263,7 +266,10 @@ def build_job_graph(stream_graph: StreamGraph, job_id: str | None = None) -> Job
         job_type=JobType.BATCH if batch else JobType.STREAMING,
         vertices=vertices,
         # the resolved mode (AUTOMATIC decided): operators with batch semantics read it
-        config={**{k: _config_str(v) for k, v in stream_graph.config.items()}, "execution.runtime-mode": "BATCH" if batch else "STREAMING"},
+        config={
+            **{k: _config_str(v) for k, v in stream_graph.config.items()},
+            execution_options.RUNTIME_MODE.key: (RuntimeExecutionMode.BATCH if batch else RuntimeExecutionMode.STREAMING).value,
+        },
         slot_sharing_group_resources=_slot_sharing_group_resources(stream_graph),
         **kwargs,
     )

@@ -23,61 +23,21 @@ import io
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from runtime.core.options import state as state_options
 
-from runtime.core.errors import ConfigurationError
-
-CHANGELOG_ENABLED_KEY = "state.changelog.enabled"  # Flink's key
-MATERIALIZE_INTERVAL_KEY = "state.changelog.periodic-materialize.interval"  # Flink's key (default 10 min)
-MAX_LOG_SIZE_KEY = "state.changelog.max-log-size"  # Millrace: bounds a restore's replay
-INCREMENTAL_KEY = "state.backend.incremental"  # Flink's RocksDB switch: incremental checkpoints, here by changelog
+# the option keys under their old names (declared in runtime.core.options.state)
+CHANGELOG_ENABLED_KEY = state_options.CHANGELOG_ENABLED.key
+MATERIALIZE_INTERVAL_KEY = state_options.PERIODIC_MATERIALIZE_INTERVAL.key
+MAX_LOG_SIZE_KEY = state_options.MAX_LOG_SIZE.key
+INCREMENTAL_KEY = state_options.INCREMENTAL_CHECKPOINTS.key
 
 _SIZE_SAMPLE = 64  # entries sampled to estimate a segment's bytes (summing every entry would cost the task thread)
 
-
-def _truthy(raw: str | None) -> bool:
-    return (raw or "").strip().lower() in ("true", "1", "yes", "on")
-
-
-def _parse_size(key: str, raw: str) -> int:
-    text = raw.strip().lower().replace(" ", "")
-    units = {"kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30, "b": 1, "": 1}
-    for suffix in sorted(units, key=len, reverse=True):
-        if text.endswith(suffix) and text[: len(text) - len(suffix)].replace(".", "", 1).isdigit():
-            return int(float(text[: len(text) - len(suffix)]) * units[suffix])
-    raise ConfigurationError(f"{key}: {raw!r} is not a size (e.g. '64 mb', '1 gb' or a number of bytes)")
-
-
-class ChangelogOptions(BaseModel):
-    """How a backend checkpoints incrementally (read from the job's configuration)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    enabled: bool = False
-    materialize_interval_ms: int = Field(default=10 * 60 * 1000, gt=0)
-    max_log_bytes: int = Field(default=256 << 20, gt=0)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, str]) -> "ChangelogOptions":
-        from runtime.core.durations import parse_duration_ms
-
-        enabled = _truthy(config.get(CHANGELOG_ENABLED_KEY)) or _truthy(config.get(INCREMENTAL_KEY))
-        kwargs: dict[str, int | bool] = {"enabled": enabled}
-        raw = config.get(MATERIALIZE_INTERVAL_KEY)
-        if raw:
-            try:
-                kwargs["materialize_interval_ms"] = parse_duration_ms(raw)
-            except Exception as e:  # noqa: BLE001
-                raise ConfigurationError(f"{MATERIALIZE_INTERVAL_KEY}: {raw!r} is not a duration (e.g. '10 min')") from e
-        raw = config.get(MAX_LOG_SIZE_KEY)
-        if raw:
-            kwargs["max_log_bytes"] = _parse_size(MAX_LOG_SIZE_KEY, raw)
-        try:
-            return cls(**kwargs)  # type: ignore[arg-type]
-        except Exception as e:  # noqa: BLE001 - pydantic's message names the field
-            raise ConfigurationError(f"state.changelog settings are not valid: {e}") from e
+# how a backend checkpoints incrementally: the state family's settings model (read from the job's
+# configuration by its one parser, ChangelogSettings.from_config)
+ChangelogOptions = state_options.ChangelogSettings
 
 
 Segment = tuple[list[bytes], list["bytes | None"]]  # keys and values in write order (None: a delete)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -38,12 +38,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runtime.core.errors import StorageError
+from runtime.core.options import batch as batch_options
 from runtime.storage.handles import BlockingResultFile
 from runtime.storage.state_files import resolve_filesystem
 
 log = logging.getLogger(__name__)
 
-BLOCKING_RESULTS_DIR_KEY = "execution.batch.blocking-results.dir"
+BLOCKING_RESULTS_DIR_KEY = batch_options.BLOCKING_RESULTS_DIRECTORY.key  # the option's key under its old name
 SUBPARTITION_COLUMN = "subpartition"
 FILE_SCHEMA = pa.schema([
     (SUBPARTITION_COLUMN, pa.int32()), ("producer_subtask", pa.int32()), ("seq", pa.int64()), ("payload", pa.binary()),
@@ -61,9 +62,9 @@ def default_results_base() -> str:
     return os.path.join(warehouse, "_blocking")
 
 
-def job_results_dir(config: dict[str, str], job_id: str) -> str:
+def job_results_dir(config: Mapping[str, str], job_id: str) -> str:
     """Where a job's blocking results live: `<execution.batch.blocking-results.dir>/<job id>`."""
-    base = config.get(BLOCKING_RESULTS_DIR_KEY) or default_results_base()
+    base = batch_options.BLOCKING_RESULTS_DIRECTORY.get(config) or default_results_base()
     return f"{base.rstrip('/')}/{job_id}"
 
 

@@ -11,23 +11,24 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from functools import cached_property
+from typing import Any, Callable, Mapping
 
 import cloudpickle
 
 from runtime.core.operators import InputStatus, TaskMetrics
 from runtime.core.checkpoint import (
-    CHECKPOINT_MODE_KEY,
     CheckpointBarrier,
     CheckpointingMode,
     OperatorSnapshot,
     StateInitializationContext,
     canonical_snapshot,
     copy_on_write_snapshot,
-    end_of_input_savepoint,
     mark_forked_snapshot_writer,
 )
-from runtime.core.durations import parse_duration_ms
+from runtime.core.options import execution as execution_options
+from runtime.core.options import state as state_options
+from runtime.core.options.task import TaskSettings
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.taskmanager.user_code import load_user_code
 from runtime.core.errors import MillraceError
@@ -57,7 +58,7 @@ from runtime.taskmanager.operator_chain import OperatorChain
 log = logging.getLogger(__name__)
 
 _POLL_CAP_S = 0.05
-SNAPSHOT_ASYNC_MODE_KEY = "state.snapshot.async-mode"
+SNAPSHOT_ASYNC_MODE_KEY = state_options.SNAPSHOT_ASYNC_MODE.key  # the option's key under its old name
 # how long a cancelled task waits for its snapshot writer thread before it reports CANCELED: well
 # under task.cancellation.timeout.s (30 s by default), after which the TaskManager gives up the process
 SNAPSHOT_CANCEL_WAIT_S = 10.0
@@ -91,24 +92,15 @@ class _EventGateway:
         )
 
 
-BUFFER_TIMEOUT_KEY = "execution.buffer-timeout"
+BUFFER_TIMEOUT_KEY = execution_options.BUFFER_TIMEOUT.key  # the option's key under its old name
 
 
 PROFILE_DIR_ENV = "MILLRACE_PROFILE_DIR"  # set: each task runs under cProfile and leaves a .prof file there
 
 
-def buffer_timeout_ms(config: dict[str, str]) -> int | None:
+def buffer_timeout_ms(config: Mapping[str, str]) -> int | None:
     """The job's execution.buffer-timeout in ms ("100 ms", "0", "-1"); None: the TaskManager's default."""
-    raw = config.get(BUFFER_TIMEOUT_KEY)
-    if raw is None or str(raw).strip() == "":
-        return None
-    text = str(raw).strip()
-    if text.lstrip("-").isdigit():
-        value = int(text)
-        if value < -1:
-            raise ValueError(f"{BUFFER_TIMEOUT_KEY}: {raw!r} must be -1 (flush only full buffers), 0 (every record) or a positive time")
-        return value
-    return parse_duration_ms(text)
+    return execution_options.BUFFER_TIMEOUT.get(config)
 
 
 class _LogAdapter(logging.LoggerAdapter):
@@ -366,11 +358,17 @@ class Task:
             self.log,
         )
 
+    @cached_property
+    def settings(self) -> TaskSettings:
+        """The options this task reads, parsed once from its deployment's config (a pure function
+        of the immutable descriptor: whichever thread asks first computes the same value)."""
+        return TaskSettings.from_config(self.tdd.config)
+
     def _build_network(self) -> tuple[dict[str, Any], dict[tuple[int, int], int]]:
         """Result partitions and their writers, and one input gate over every input channel."""
         tdd = self.tdd
         writers: dict[str, Any] = {}
-        buffer_timeout = buffer_timeout_ms(tdd.config)
+        buffer_timeout = self.settings.buffer_timeout_ms
         for rpdd in tdd.produced_partitions:
             selector = load_user_code(rpdd.partitioner.key_selector) if rpdd.partitioner.key_selector else None
             partition, writer = self.network.create_result_partition(rpdd, tdd.execution_attempt_id, selector, tdd.subtask_index, buffer_timeout)
@@ -445,7 +443,7 @@ class Task:
         mailbox = self.mailbox
         canceled = self._canceled
         control = self._control
-        savepoint_at_end = end_of_input_savepoint(self.tdd.config)
+        savepoint_at_end = self.settings.end_of_input_savepoint
         while not canceled.is_set():
             if control:
                 self._run_control()
@@ -564,9 +562,8 @@ class Task:
     def _create_barrier_handler(self, gate: Any) -> Any:
         from runtime.taskmanager.checkpoint_barrier_handler import create_barrier_handler
 
-        mode = CheckpointingMode((self.tdd.config.get(CHECKPOINT_MODE_KEY) or "EXACTLY_ONCE").upper().replace("-", "_"))
         return create_barrier_handler(
-            mode, gate.num_channels, gate, self._perform_checkpoint, self._on_checkpoint_aborted_in_alignment, logger=self.log
+            self.settings.checkpointing_mode, gate.num_channels, gate, self._perform_checkpoint, self._on_checkpoint_aborted_in_alignment, logger=self.log
         )
 
     def _run_control(self) -> None:
@@ -681,8 +678,7 @@ class Task:
     @property
     def _fork_snapshots(self) -> bool:
         """state.snapshot.async-mode: "fork" (default where fork exists) or "thread"; see docs/fault_tolerance.md."""
-        mode = (self.tdd.config.get(SNAPSHOT_ASYNC_MODE_KEY) or ("fork" if hasattr(os, "fork") else "thread")).lower()
-        return mode == "fork" and hasattr(os, "fork")
+        return self.settings.fork_snapshots
 
     def _fork_snapshot_writer(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], state_dir: str | None) -> tuple[int, int] | None:
         """Serialise and write the state file in a forked child (its own core, no GIL shared with this task).
@@ -741,11 +737,7 @@ class Task:
 
     def _snapshot_writer_deadline_s(self) -> int:
         """The checkpoint timeout: a writer still running then is useless (the checkpoint has expired)."""
-        from runtime.core.checkpoint import CHECKPOINT_TIMEOUT_KEY
-
-        raw = self.tdd.config.get(CHECKPOINT_TIMEOUT_KEY)
-        ms = parse_duration_ms(raw) if raw else 600_000
-        return max(5, ms // 1000 + 1)
+        return max(5, self.settings.checkpoint_timeout_ms // 1000 + 1)
 
     def _await_snapshot_writer(self, child: tuple[int, int]) -> StateFileHandle | None:
         """Snapshot thread: the writer's report, waiting at most until its deadline (then it is killed)."""

@@ -1,20 +1,20 @@
 """Configuration and RuntimeExecutionMode, mirroring PyFlink (pyflink.common.Configuration)."""
 from __future__ import annotations
 
-import enum
-from typing import Any
+from typing import Any, TypeVar
 
+from runtime.core.config_options import ConfigOption
+from runtime.core.execution_modes import RuntimeExecutionMode  # noqa: F401 - PyFlink's name lives here
 
-class RuntimeExecutionMode(str, enum.Enum):
-    """STREAMING, BATCH, or AUTOMATIC (BATCH iff every source is bounded)."""
-
-    STREAMING = "STREAMING"
-    BATCH = "BATCH"
-    AUTOMATIC = "AUTOMATIC"
+T = TypeVar("T")
 
 
 class Configuration:
-    """String key/value configuration. Values are stored as strings like Flink's Configuration."""
+    """String key/value configuration. Values are stored as strings like Flink's Configuration.
+
+    Besides PyFlink's string-keyed getters, `get(option)` / `set(option, value)` read and write a
+    typed ConfigOption the way Flink's Java Configuration does (one parser: the option's).
+    """
 
     def __init__(self, other: "Configuration | dict[str, Any] | None" = None) -> None:
         self._data: dict[str, str] = {}
@@ -50,6 +50,16 @@ class Configuration:
 
     def set_boolean(self, key: str, value: bool) -> "Configuration":
         self._data[key] = "true" if value else "false"
+        return self
+
+    def get(self, option: ConfigOption[T]) -> T:
+        """The option's value (under its key or a deprecated one), else its default; ConfigurationError
+        naming the key when the stored value is malformed."""
+        return option.get(self._data)
+
+    def set(self, option: ConfigOption[T], value: T) -> "Configuration":
+        """Store `value` under the option's key, in the option's string form."""
+        self._data[option.key] = option.to_string(value)
         return self
 
     def key_set(self) -> set[str]:

@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.api.common.configuration import Configuration
 from runtime.api.common.restart_strategy import RestartStrategyConfiguration
+from runtime.core.options import execution as execution_options
 
 if TYPE_CHECKING:  # the environment holds its ExecutionConfig; only the annotation names it here
     from runtime.api.datastream.stream_execution_environment import StreamExecutionEnvironment
 
-WATERMARK_INTERVAL_KEY = "pipeline.auto-watermark-interval"  # Flink's option key
+WATERMARK_INTERVAL_KEY = execution_options.AUTO_WATERMARK_INTERVAL.key  # the option's key under its old name
 
 
 class ExecutionConfig:
@@ -30,7 +31,7 @@ class ExecutionConfig:
         return self
 
     def get_auto_watermark_interval(self) -> int:
-        return self._env._config.get_integer(WATERMARK_INTERVAL_KEY, 200)
+        return self._env._config.get(execution_options.AUTO_WATERMARK_INTERVAL)
 
     def set_parallelism(self, parallelism: int) -> "ExecutionConfig":
         self._env.set_parallelism(parallelism)

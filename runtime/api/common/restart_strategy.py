@@ -1,8 +1,9 @@
 """RestartStrategies, mirroring pyflink.common.restart_strategy.
 
 A RestartStrategyConfiguration is a value: it turns into Flink's `restart-strategy.*` keys in the
-job config, which the JobMaster reads (runtime.jobmanager.scheduler.failover). Durations are
-milliseconds (int), `datetime.timedelta`, or `runtime.api.common.time.Duration` / `Time`.
+job config (the options of runtime.core.options.restart), which the JobMaster reads through their
+one parser, RestartStrategySettings. Durations are milliseconds (int), `datetime.timedelta`, or
+`runtime.api.common.time.Duration` / `Time`.
 
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 1000))
 """
@@ -13,11 +14,11 @@ from typing import Mapping, Union
 
 from runtime.api.common.time import Duration
 from runtime.core.errors import InvalidProgramError
-from runtime.jobmanager.scheduler import failover as fo
+from runtime.core.options import restart as ro
 
 DurationLike = Union[int, timedelta, Duration]
 
-RESTART_STRATEGY_KEY_PREFIX = "restart-strategy"
+RESTART_STRATEGY_KEY_PREFIX = ro.RESTART_STRATEGY.deprecated_keys[0]  # "restart-strategy": every key of the family starts so
 
 
 def _to_ms(value: DurationLike, what: str) -> int:
@@ -79,7 +80,7 @@ class RestartStrategies:
             return "Restart deactivated."
 
         def to_configuration(self) -> dict[str, str]:
-            return {fo.RESTART_STRATEGY_TYPE_KEY: fo.NO_RESTART}
+            return {ro.RESTART_STRATEGY.key: ro.NO_RESTART}
 
     class FixedDelayRestartStrategyConfiguration(RestartStrategyConfiguration):
         """At most `restart_attempts` restarts, `delay_between_attempts_interval` apart."""
@@ -103,9 +104,9 @@ class RestartStrategies:
 
         def to_configuration(self) -> dict[str, str]:
             return {
-                fo.RESTART_STRATEGY_TYPE_KEY: fo.FIXED_DELAY,
-                fo.FIXED_DELAY_ATTEMPTS_KEY: str(self._attempts),
-                fo.FIXED_DELAY_DELAY_KEY: str(self._delay_ms),
+                ro.RESTART_STRATEGY.key: ro.FIXED_DELAY,
+                ro.FIXED_DELAY_ATTEMPTS.key: str(self._attempts),
+                ro.FIXED_DELAY_DELAY.key: str(self._delay_ms),
             }
 
     class FailureRateRestartStrategyConfiguration(RestartStrategyConfiguration):
@@ -139,10 +140,10 @@ class RestartStrategies:
 
         def to_configuration(self) -> dict[str, str]:
             return {
-                fo.RESTART_STRATEGY_TYPE_KEY: fo.FAILURE_RATE,
-                fo.FAILURE_RATE_MAX_FAILURES_KEY: str(self._max),
-                fo.FAILURE_RATE_INTERVAL_KEY: str(self._interval_ms),
-                fo.FAILURE_RATE_DELAY_KEY: str(self._delay_ms),
+                ro.RESTART_STRATEGY.key: ro.FAILURE_RATE,
+                ro.FAILURE_RATE_MAX_FAILURES.key: str(self._max),
+                ro.FAILURE_RATE_INTERVAL.key: str(self._interval_ms),
+                ro.FAILURE_RATE_DELAY.key: str(self._delay_ms),
             }
 
     class ExponentialDelayRestartStrategyConfiguration(RestartStrategyConfiguration):
@@ -211,15 +212,15 @@ class RestartStrategies:
 
         def to_configuration(self) -> dict[str, str]:
             cfg = {
-                fo.RESTART_STRATEGY_TYPE_KEY: fo.EXPONENTIAL_DELAY,
-                fo.EXPONENTIAL_INITIAL_BACKOFF_KEY: str(self._initial_ms),
-                fo.EXPONENTIAL_MAX_BACKOFF_KEY: str(self._max_ms),
-                fo.EXPONENTIAL_MULTIPLIER_KEY: repr(self._multiplier),
-                fo.EXPONENTIAL_RESET_THRESHOLD_KEY: str(self._reset_ms),
-                fo.EXPONENTIAL_JITTER_KEY: repr(self._jitter),
+                ro.RESTART_STRATEGY.key: ro.EXPONENTIAL_DELAY,
+                ro.EXPONENTIAL_DELAY_INITIAL_BACKOFF.key: str(self._initial_ms),
+                ro.EXPONENTIAL_DELAY_MAX_BACKOFF.key: str(self._max_ms),
+                ro.EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER.key: repr(self._multiplier),
+                ro.EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD.key: str(self._reset_ms),
+                ro.EXPONENTIAL_DELAY_JITTER_FACTOR.key: repr(self._jitter),
             }
             if self._attempts is not None:
-                cfg[fo.EXPONENTIAL_ATTEMPTS_KEY] = str(self._attempts)
+                cfg[ro.EXPONENTIAL_DELAY_ATTEMPTS.key] = str(self._attempts)
             return cfg
 
     class FallbackRestartStrategyConfiguration(RestartStrategyConfiguration):
@@ -273,21 +274,18 @@ class RestartStrategies:
     def from_configuration(config: Mapping[str, str]) -> RestartStrategyConfiguration:
         """The strategy a job config describes (Flink's RestartStrategies.fromConfiguration);
         fall_back_restart() when it sets no restart-strategy.type. Raises ConfigurationError on bad keys."""
-        kind = fo.restart_strategy_type(config)
-        if kind is None:
+        s = ro.restart_strategy_from_config(config)
+        if s is None:
             return RestartStrategies.fall_back_restart()
-        if kind == fo.NO_RESTART:
-            return RestartStrategies.no_restart()
-        s = fo.restart_strategy_from_config(config, checkpointing_enabled=False)
-        if isinstance(s, fo.FixedDelayRestartBackoffTimeStrategy):
-            return RestartStrategies.fixed_delay_restart(s.max_attempts, s.backoff_ms)
-        if isinstance(s, fo.FailureRateRestartBackoffTimeStrategy):
-            return RestartStrategies.failure_rate_restart(s.max_failures_per_interval, s.interval_ms, s.backoff_ms)
-        assert isinstance(s, fo.ExponentialDelayRestartBackoffTimeStrategy)
-        attempts = None if config.get(fo.EXPONENTIAL_ATTEMPTS_KEY) in (None, "") else s.attempts_before_reset
-        return RestartStrategies.exponential_delay_restart(
-            s.initial_ms, s.max_ms, s.multiplier, s.reset_threshold_ms, s.jitter_factor, attempts
-        )
+        if isinstance(s, ro.FixedDelaySettings):
+            return RestartStrategies.fixed_delay_restart(s.attempts, s.delay_ms)
+        if isinstance(s, ro.FailureRateSettings):
+            return RestartStrategies.failure_rate_restart(s.max_failures_per_interval, s.interval_ms, s.delay_ms)
+        if isinstance(s, ro.ExponentialDelaySettings):
+            return RestartStrategies.exponential_delay_restart(
+                s.initial_ms, s.max_ms, s.multiplier, s.reset_threshold_ms, s.jitter_factor, s.attempts_before_reset
+            )
+        return RestartStrategies.no_restart()
 
 
 __all__ = ["RestartStrategies", "RestartStrategyConfiguration", "is_restart_strategy_key"]

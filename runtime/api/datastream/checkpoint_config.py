@@ -2,10 +2,11 @@
 pyflink.datastream.checkpoint_config / checkpoint_storage / state_backend.
 
 Everything here is a view over the environment's Configuration: setters write Flink's keys
-(`execution.checkpointing.*`, `state.checkpoints.dir`, `state.backend.type`), getters read them,
-so settings given as a Configuration to `get_execution_environment(configuration)` /
-`configure()` and settings made through this API are the same thing. Durations are written as
-milliseconds; getters also accept Flink's duration strings ("10 s", "1 min").
+(`execution.checkpointing.*`, `state.checkpoints.dir`, `state.backend.type`), getters read them
+through their ConfigOptions (runtime.core.options.checkpointing and .state), so settings given as
+a Configuration to `get_execution_environment(configuration)` / `configure()` and settings made
+through this API are the same thing. Durations are written as milliseconds; getters also accept
+Flink's duration strings ("10 s", "1 min").
 """
 from __future__ import annotations
 
@@ -13,26 +14,22 @@ import enum
 from typing import Any
 
 from runtime.api.common.configuration import Configuration
-from runtime.core.checkpoint import (
-    CHECKPOINT_INTERVAL_KEY,
-    CHECKPOINT_MAX_CONCURRENT_KEY,
-    CHECKPOINT_MIN_PAUSE_KEY,
-    CHECKPOINT_MODE_KEY,
-    CHECKPOINT_TIMEOUT_KEY,
-    CHECKPOINT_TOLERABLE_FAILURES_KEY,
-    CHECKPOINTS_DIR_KEY,
-    STATE_BACKEND_KEY,
-    CheckpointingMode,
-)
 from runtime.core.errors import ConfigurationError, InvalidProgramError
-from runtime.core.durations import parse_duration_ms
+from runtime.core.execution_modes import CheckpointingMode
+from runtime.core.options import checkpointing as co
+from runtime.core.options import state as so
+from runtime.core.options.checkpointing import MINIMAL_CHECKPOINT_TIME_MS
+from runtime.core.options.state import STATE_BACKEND_TYPES
 
-CHECKPOINT_EXTERNALIZED_RETENTION_KEY = "execution.checkpointing.externalized-checkpoint-retention"
-ROCKSDB_LOCAL_DIR_KEY = "state.backend.rocksdb.localdir"  # read by runtime.api.operators.runtime_context
-INCREMENTAL_CHECKPOINTS_KEY = "state.backend.incremental"
-
-MINIMAL_CHECKPOINT_TIME_MS = 10  # Flink's CheckpointConfig.MINIMAL_CHECKPOINT_TIME
-STATE_BACKEND_TYPES = ("hashmap", "rocksdb")  # runtime.state.BACKEND_KINDS
+# the option keys under their old names (declared in runtime.core.options.checkpointing and .state)
+CHECKPOINT_INTERVAL_KEY = co.CHECKPOINTING_INTERVAL.key
+CHECKPOINT_MODE_KEY = co.CHECKPOINTING_MODE.key
+CHECKPOINT_MAX_CONCURRENT_KEY = co.MAX_CONCURRENT_CHECKPOINTS.key
+CHECKPOINTS_DIR_KEY = co.CHECKPOINTS_DIRECTORY.key
+CHECKPOINT_EXTERNALIZED_RETENTION_KEY = co.EXTERNALIZED_CHECKPOINT_RETENTION.key
+STATE_BACKEND_KEY = so.STATE_BACKEND.key
+ROCKSDB_LOCAL_DIR_KEY = so.ROCKSDB_LOCAL_DIRECTORY.key
+INCREMENTAL_CHECKPOINTS_KEY = so.INCREMENTAL_CHECKPOINTS.key
 
 
 class ExternalizedCheckpointRetention(enum.Enum):
@@ -87,7 +84,7 @@ class StateBackend:
     TYPE = ""
 
     def _apply(self, config: Configuration) -> None:
-        config.set_string(STATE_BACKEND_KEY, self.TYPE)
+        config.set_string(so.STATE_BACKEND.key, self.TYPE)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and vars(other) == vars(self)
@@ -137,36 +134,32 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     def _apply(self, config: Configuration) -> None:
         super()._apply(config)
         if self._incremental is not None:
-            config.set_boolean(INCREMENTAL_CHECKPOINTS_KEY, self._incremental)
+            config.set(so.INCREMENTAL_CHECKPOINTS, self._incremental)
         if self._db_path:
-            config.set_string(ROCKSDB_LOCAL_DIR_KEY, self._db_path)
+            config.set(so.ROCKSDB_LOCAL_DIRECTORY, self._db_path)
 
 
 def state_backend_from_config(config: Configuration) -> StateBackend | None:
     """The state backend a configuration names (state.backend.type, or the older state.backend)."""
-    raw = config.get_string(STATE_BACKEND_KEY) or config.get_string("state.backend")
-    if raw is None or not raw.strip():
+    s = so.StateBackendSettings.from_config(config.to_dict())
+    if s.backend is None:
         return None
-    kind = raw.strip().lower()
-    if kind in ("hashmap", "heap", "memory", "filesystem"):
+    if s.backend == "hashmap":
         return HashMapStateBackend()
-    if kind in ("rocksdb", "rocks"):
-        b = EmbeddedRocksDBStateBackend(config.get_boolean(INCREMENTAL_CHECKPOINTS_KEY) if INCREMENTAL_CHECKPOINTS_KEY in config else None)
-        local = config.get_string(ROCKSDB_LOCAL_DIR_KEY)
-        return b.set_db_storage_paths(local) if local else b
-    raise ConfigurationError(f"{STATE_BACKEND_KEY}: unknown state backend {raw!r}; use one of {', '.join(STATE_BACKEND_TYPES)}")
+    b = EmbeddedRocksDBStateBackend(s.incremental)
+    return b.set_db_storage_paths(s.rocksdb_local_dir) if s.rocksdb_local_dir else b
 
 
 # -- the checkpoint config ----------------------------------------------------------------------
 def _parse_mode(mode: Any, where: str) -> CheckpointingMode:
+    """A mode given to the API (a CheckpointingMode, another enum of that name, or its name),
+    parsed as the option parses its values; InvalidProgramError naming the call otherwise."""
     if isinstance(mode, CheckpointingMode):
         return mode
-    raw = getattr(mode, "name", mode)
     try:
-        return CheckpointingMode(str(raw).strip().upper().replace("-", "_"))
-    except ValueError:
-        allowed = ", ".join(m.value for m in CheckpointingMode)
-        raise InvalidProgramError(f"{where}: unknown checkpointing mode {mode!r}; use one of {allowed}") from None
+        return co.CHECKPOINTING_MODE.parse(getattr(mode, "name", mode), where)
+    except ConfigurationError as e:
+        raise InvalidProgramError(str(e)) from None
 
 
 def _check_int(value: Any, where: str, minimum: int) -> int:
@@ -180,33 +173,18 @@ def _check_int(value: Any, where: str, minimum: int) -> int:
 class CheckpointConfig:
     """PyFlink's CheckpointConfig over an environment's Configuration."""
 
-    DEFAULT_MODE = CheckpointingMode.EXACTLY_ONCE
-    DEFAULT_TIMEOUT = 10 * 60 * 1000
-    DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS = 0
-    DEFAULT_MAX_CONCURRENT_CHECKPOINTS = 1
-    DEFAULT_TOLERABLE_CHECKPOINT_FAILURE_NUMBER = 0
+    # PyFlink's names for the options' defaults
+    DEFAULT_MODE = co.CHECKPOINTING_MODE.default
+    DEFAULT_TIMEOUT = co.CHECKPOINTING_TIMEOUT.default
+    DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS = co.MIN_PAUSE_BETWEEN_CHECKPOINTS.default
+    DEFAULT_MAX_CONCURRENT_CHECKPOINTS = co.MAX_CONCURRENT_CHECKPOINTS.default
+    DEFAULT_TOLERABLE_CHECKPOINT_FAILURE_NUMBER = co.TOLERABLE_FAILURE_NUMBER.default
 
     def __init__(self, configuration: Configuration | None = None) -> None:
         self._config = configuration if configuration is not None else Configuration()
 
-    # reading ---------------------------------------------------------------------------------
-    def _duration(self, key: str, default: int) -> int:
-        raw = self._config.get_string(key)
-        if raw is None or not raw.strip():
-            return default
-        try:
-            return parse_duration_ms(raw)
-        except ConfigurationError as e:
-            raise ConfigurationError(f"{key}: {e}") from None
-
-    def _int(self, key: str, default: int) -> int:
-        raw = self._config.get_string(key)
-        if raw is None or not raw.strip():
-            return default
-        try:
-            return int(raw.strip())
-        except ValueError:
-            raise ConfigurationError(f"{key}: {raw!r} is not an integer") from None
+    def _get(self, option: Any) -> Any:
+        return self._config.get(option)
 
     # interval and mode -----------------------------------------------------------------------
     def is_checkpointing_enabled(self) -> bool:
@@ -214,11 +192,8 @@ class CheckpointConfig:
 
     def get_checkpoint_interval(self) -> int:
         """The checkpoint interval in milliseconds; -1 when checkpointing is disabled."""
-        raw = self._config.get_string(CHECKPOINT_INTERVAL_KEY)
-        if raw is None or not raw.strip() or raw.strip().startswith("-"):
-            return -1  # unset, or Flink's -1: disabled
-        ms = self._duration(CHECKPOINT_INTERVAL_KEY, -1)
-        return ms if ms > 0 else -1
+        ms = self._get(co.CHECKPOINTING_INTERVAL)
+        return ms if ms is not None and ms > 0 else -1  # unset, 0 or Flink's -1: disabled
 
     def set_checkpoint_interval(self, checkpoint_interval: int) -> "CheckpointConfig":
         """Milliseconds between checkpoints; at least 10 ms (enables checkpointing)."""
@@ -229,41 +204,38 @@ class CheckpointConfig:
         if checkpoint_interval < MINIMAL_CHECKPOINT_TIME_MS:
             raise InvalidProgramError(
                 f"checkpoint interval must be at least {MINIMAL_CHECKPOINT_TIME_MS} ms, got {checkpoint_interval} ms "
-                f"({CHECKPOINT_INTERVAL_KEY})"
+                f"({co.CHECKPOINTING_INTERVAL.key})"
             )
-        self._config.set_integer(CHECKPOINT_INTERVAL_KEY, checkpoint_interval)
+        self._config.set_integer(co.CHECKPOINTING_INTERVAL.key, checkpoint_interval)
         return self
 
     def get_checkpointing_mode(self) -> CheckpointingMode:
-        raw = self._config.get_string(CHECKPOINT_MODE_KEY)
-        if raw is None or not raw.strip():
-            return self.DEFAULT_MODE
-        return _parse_mode(raw, CHECKPOINT_MODE_KEY)
+        return self._get(co.CHECKPOINTING_MODE)
 
     def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode | str) -> "CheckpointConfig":
-        self._config.set_string(CHECKPOINT_MODE_KEY, _parse_mode(checkpointing_mode, "set_checkpointing_mode()").value)
+        self._config.set(co.CHECKPOINTING_MODE, _parse_mode(checkpointing_mode, "set_checkpointing_mode()"))
         return self
 
     # timeout, pause, concurrency, tolerance --------------------------------------------------
     def get_checkpoint_timeout(self) -> int:
-        return self._duration(CHECKPOINT_TIMEOUT_KEY, self.DEFAULT_TIMEOUT)
+        return self._get(co.CHECKPOINTING_TIMEOUT)
 
     def set_checkpoint_timeout(self, checkpoint_timeout: int) -> "CheckpointConfig":
         """Milliseconds after which a pending checkpoint is aborted (default 10 min; at least 10 ms)."""
         v = _check_int(checkpoint_timeout, "set_checkpoint_timeout()", MINIMAL_CHECKPOINT_TIME_MS)
-        self._config.set_integer(CHECKPOINT_TIMEOUT_KEY, v)
+        self._config.set_integer(co.CHECKPOINTING_TIMEOUT.key, v)
         return self
 
     def get_min_pause_between_checkpoints(self) -> int:
-        return self._duration(CHECKPOINT_MIN_PAUSE_KEY, self.DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS)
+        return self._get(co.MIN_PAUSE_BETWEEN_CHECKPOINTS)
 
     def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int) -> "CheckpointConfig":
         v = _check_int(min_pause_between_checkpoints, "set_min_pause_between_checkpoints()", 0)
-        self._config.set_integer(CHECKPOINT_MIN_PAUSE_KEY, v)
+        self._config.set_integer(co.MIN_PAUSE_BETWEEN_CHECKPOINTS.key, v)
         return self
 
     def get_max_concurrent_checkpoints(self) -> int:
-        return self._int(CHECKPOINT_MAX_CONCURRENT_KEY, self.DEFAULT_MAX_CONCURRENT_CHECKPOINTS)
+        return self._get(co.MAX_CONCURRENT_CHECKPOINTS)
 
     def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> "CheckpointConfig":
         """Only 1 is supported: Millrace's coordinator runs one checkpoint at a time."""
@@ -271,18 +243,18 @@ class CheckpointConfig:
         if v != 1:
             raise InvalidProgramError(
                 f"set_max_concurrent_checkpoints({v}): only 1 concurrent checkpoint is supported "
-                f"({CHECKPOINT_MAX_CONCURRENT_KEY}); use set_min_pause_between_checkpoints() to space them instead"
+                f"({co.MAX_CONCURRENT_CHECKPOINTS.key}); use set_min_pause_between_checkpoints() to space them instead"
             )
-        self._config.set_integer(CHECKPOINT_MAX_CONCURRENT_KEY, v)
+        self._config.set_integer(co.MAX_CONCURRENT_CHECKPOINTS.key, v)
         return self
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
-        return self._int(CHECKPOINT_TOLERABLE_FAILURES_KEY, self.DEFAULT_TOLERABLE_CHECKPOINT_FAILURE_NUMBER)
+        return self._get(co.TOLERABLE_FAILURE_NUMBER)
 
     def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> "CheckpointConfig":
         """Consecutive checkpoint failures tolerated before the job fails over (default 0)."""
         v = _check_int(tolerable_checkpoint_failure_number, "set_tolerable_checkpoint_failure_number()", 0)
-        self._config.set_integer(CHECKPOINT_TOLERABLE_FAILURES_KEY, v)
+        self._config.set_integer(co.TOLERABLE_FAILURE_NUMBER.key, v)
         return self
 
     # storage ---------------------------------------------------------------------------------
@@ -294,7 +266,7 @@ class CheckpointConfig:
                 f"set_checkpoint_storage(): {type(storage).__name__} is not supported; checkpoints are Delta tables "
                 "under a directory: use FileSystemCheckpointStorage(path) or set_checkpoint_storage_dir(path)"
             )
-        self._config.set_string(CHECKPOINTS_DIR_KEY, storage.get_checkpoint_path())
+        self._config.set(co.CHECKPOINTS_DIRECTORY, storage.get_checkpoint_path())
         return self
 
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> "CheckpointConfig":
@@ -303,8 +275,8 @@ class CheckpointConfig:
 
     def get_checkpoint_storage(self) -> FileSystemCheckpointStorage | None:
         """The configured storage, or None: then the JobManager's default (the warehouse's _checkpoints)."""
-        path = self._config.get_string(CHECKPOINTS_DIR_KEY)
-        return FileSystemCheckpointStorage(path) if path and path.strip() else None
+        path = self._get(co.CHECKPOINTS_DIRECTORY)
+        return FileSystemCheckpointStorage(path) if path else None
 
     # externalized checkpoints (recorded; see ExternalizedCheckpointRetention) ------------------
     def set_externalized_checkpoint_retention(self, retention: ExternalizedCheckpointRetention) -> "CheckpointConfig":
@@ -317,18 +289,11 @@ class CheckpointConfig:
                 raise InvalidProgramError(
                     f"set_externalized_checkpoint_retention(): unknown retention {retention!r}; use one of {allowed}"
                 ) from None
-        self._config.set_string(CHECKPOINT_EXTERNALIZED_RETENTION_KEY, retention.name)
+        self._config.set(co.EXTERNALIZED_CHECKPOINT_RETENTION, retention.name)
         return self
 
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
-        raw = self._config.get_string(CHECKPOINT_EXTERNALIZED_RETENTION_KEY)
-        if raw is None or not raw.strip():
-            return ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
-        try:
-            return ExternalizedCheckpointRetention[raw.strip().upper()]
-        except KeyError:
-            allowed = ", ".join(r.name for r in ExternalizedCheckpointRetention)
-            raise ConfigurationError(f"{CHECKPOINT_EXTERNALIZED_RETENTION_KEY}: unknown value {raw!r}; use one of {allowed}") from None
+        return ExternalizedCheckpointRetention[self._get(co.EXTERNALIZED_CHECKPOINT_RETENTION)]
 
     # PyFlink's older names
     set_externalized_checkpoint_cleanup = set_externalized_checkpoint_retention
@@ -358,33 +323,11 @@ class CheckpointConfig:
 
     # validation of a whole configuration (used when a job is compiled) -----------------------
     def validate(self) -> None:
-        """Raise on a malformed or unsupported execution.checkpointing.* / state.* value."""
-        interval = self._config.get_string(CHECKPOINT_INTERVAL_KEY)
-        ms = self.get_checkpoint_interval()
-        if interval is not None:
-            if 0 < ms < MINIMAL_CHECKPOINT_TIME_MS:
-                raise ConfigurationError(
-                    f"{CHECKPOINT_INTERVAL_KEY}: {interval!r} is too short; the interval must be at least "
-                    f"{MINIMAL_CHECKPOINT_TIME_MS} ms (or unset to disable checkpointing)"
-                )
-        raw_mode = self._config.get_string(CHECKPOINT_MODE_KEY)
-        if raw_mode is not None and raw_mode.strip():
-            try:
-                _parse_mode(raw_mode, CHECKPOINT_MODE_KEY)
-            except InvalidProgramError as e:
-                raise ConfigurationError(str(e)) from None
-        if self.get_checkpoint_timeout() < MINIMAL_CHECKPOINT_TIME_MS:
-            raise ConfigurationError(f"{CHECKPOINT_TIMEOUT_KEY}: must be at least {MINIMAL_CHECKPOINT_TIME_MS} ms")
-        self.get_min_pause_between_checkpoints()
-        if self.get_max_concurrent_checkpoints() != 1:
-            raise ConfigurationError(
-                f"{CHECKPOINT_MAX_CONCURRENT_KEY}: only 1 concurrent checkpoint is supported, got "
-                f"{self._config.get_string(CHECKPOINT_MAX_CONCURRENT_KEY)!r}"
-            )
-        if self.get_tolerable_checkpoint_failure_number() < 0:
-            raise ConfigurationError(f"{CHECKPOINT_TOLERABLE_FAILURES_KEY}: must be >= 0")
-        self.get_externalized_checkpoint_retention()
-        state_backend_from_config(self._config)
+        """Raise ConfigurationError naming the key of a malformed or unsupported execution.checkpointing.*,
+        state.checkpoints.* / state.savepoints.* or state.backend* value (their families' one parsers)."""
+        config = self._config.to_dict()
+        co.CheckpointingSettings.from_config(config)
+        so.StateBackendSettings.from_config(config)
 
     def __repr__(self) -> str:
         return (

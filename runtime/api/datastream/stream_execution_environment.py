@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
-from runtime.api.common.execution_config import WATERMARK_INTERVAL_KEY, ExecutionConfig
+from runtime.api.common.execution_config import WATERMARK_INTERVAL_KEY, ExecutionConfig  # noqa: F401 - the key is re-exported
 from runtime.api.common.restart_strategy import (
     RestartStrategies,
     RestartStrategyConfiguration,
@@ -22,43 +22,45 @@ from runtime.api.common.restart_strategy import (
 )
 from runtime.api.datastream.checkpoint_config import CheckpointConfig, StateBackend, state_backend_from_config
 from runtime.api.datastream.data_stream import DataStream
-from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY, CHECKPOINT_MODE_KEY, CheckpointingMode, end_of_input_savepoint
+from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY, CHECKPOINT_MODE_KEY, CheckpointingMode  # noqa: F401 - keys re-exported
 from runtime.core.errors import ConfigurationError, InvalidProgramError
+from runtime.core.options import checkpointing as checkpointing_options
+from runtime.core.options import execution as execution_options
+from runtime.core.options import restart as restart_options
+from runtime.core.options import state as state_options
 from runtime.graph.transformations import OneInputTransformation, SourceTransformation, Transformation
-from runtime.jobmanager.scheduler import failover as _failover
 
 DEFAULT_JOB_NAME = "Millrace Streaming Job"
-DEFAULT_MAX_PARALLELISM = 128
+DEFAULT_MAX_PARALLELISM = execution_options.DEFAULT_MAX_PARALLELISM
 
-# Flink's option keys
-PARALLELISM_KEY = "parallelism.default"
-MAX_PARALLELISM_KEY = "pipeline.max-parallelism"
-RUNTIME_MODE_KEY = "execution.runtime-mode"
-CHAINING_KEY = "pipeline.operator-chaining"
-BUFFER_TIMEOUT_KEY = "execution.buffer-timeout"
+# the option keys under their old names (declared in runtime.core.options)
+PARALLELISM_KEY = execution_options.PARALLELISM.key
+MAX_PARALLELISM_KEY = execution_options.MAX_PARALLELISM.key
+RUNTIME_MODE_KEY = execution_options.RUNTIME_MODE.key
+CHAINING_KEY = execution_options.OPERATOR_CHAINING.key
+BUFFER_TIMEOUT_KEY = execution_options.BUFFER_TIMEOUT.key
 # WATERMARK_INTERVAL_KEY: ExecutionConfig's (runtime.api.common.execution_config), imported above
 # CHECKPOINT_INTERVAL_KEY / CHECKPOINT_MODE_KEY: runtime.core.checkpoint's, imported above
-RESTART_STRATEGY_TYPE_KEY = _failover.RESTART_STRATEGY_TYPE_KEY
-FAILOVER_STRATEGY_KEY = _failover.FAILOVER_STRATEGY_KEY
+RESTART_STRATEGY_TYPE_KEY = restart_options.RESTART_STRATEGY.key
+FAILOVER_STRATEGY_KEY = restart_options.FAILOVER_STRATEGY.key
 
 
 def validate_fault_tolerance_config(config: Configuration | dict[str, str]) -> None:
     """Raise ConfigurationError naming the key when an execution.checkpointing.*, state.backend*,
-    restart-strategy.* or failover-strategy value is malformed or unsupported."""
-    c = Configuration(config)
-    CheckpointConfig(c).validate()
-    d = c.to_dict()
-    _failover.restart_strategy_from_config(d, _failover.is_checkpointing_enabled(d))
-    _failover.failover_strategy_from_config(d)
-    end_of_input_savepoint(d)
+    restart-strategy.* or failover-strategy value is malformed or unsupported: each family is read
+    by its one parser, the one the JobMaster and the TaskManagers read it with."""
+    d = Configuration(config).to_dict()
+    checkpointing_options.CheckpointingSettings.from_config(d)
+    state_options.StateBackendSettings.from_config(d)
+    restart_options.RestartStrategySettings.from_config(d)
 
 
 class StreamExecutionEnvironment:
     def __init__(self, configuration: Configuration | dict[str, Any] | None = None) -> None:
         self._config = Configuration(configuration)
-        self._parallelism = self._config.get_integer(PARALLELISM_KEY, 1) or 1
-        self._max_parallelism = self._config.get_integer(MAX_PARALLELISM_KEY, DEFAULT_MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM
-        self._runtime_mode = RuntimeExecutionMode(self._config.get_string(RUNTIME_MODE_KEY, "STREAMING").upper())
+        self._parallelism = self._config.get(execution_options.PARALLELISM) or 1
+        self._max_parallelism = self._config.get(execution_options.MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM
+        self._runtime_mode = self._config.get(execution_options.RUNTIME_MODE)
         self._transformations: list[Transformation] = []
         self._execution_config = ExecutionConfig(self)
         self._checkpoint_config = CheckpointConfig(self._config)  # a view over self._config
@@ -114,27 +116,31 @@ class StreamExecutionEnvironment:
         restart-strategy.* and jobmanager.execution.failover-strategy (validated here)."""
         validate_fault_tolerance_config(Configuration(configuration))
         self._config.add_all(configuration)
-        c = self._config
-        self._parallelism = c.get_integer(PARALLELISM_KEY, self._parallelism) or self._parallelism
-        self._max_parallelism = c.get_integer(MAX_PARALLELISM_KEY, self._max_parallelism) or self._max_parallelism
-        if c.contains_key(RUNTIME_MODE_KEY):
-            self.set_runtime_mode(c.get_string(RUNTIME_MODE_KEY) or "STREAMING")
+        c = self._config.to_dict()
+        self._parallelism = execution_options.PARALLELISM.get_optional(c) or self._parallelism
+        self._max_parallelism = execution_options.MAX_PARALLELISM.get_optional(c) or self._max_parallelism
+        mode = execution_options.RUNTIME_MODE.get_optional(c)
+        if mode is not None:
+            self.set_runtime_mode(mode)
         return self
 
     def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
-        self._config.set_boolean(CHAINING_KEY, False)
+        self._config.set(execution_options.OPERATOR_CHAINING, False)
         return self
 
     def is_chaining_enabled(self) -> bool:
-        return bool(self._config.get_boolean(CHAINING_KEY, True))
+        return self._config.get(execution_options.OPERATOR_CHAINING)
 
     def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
         # passed to the network layer through the job config (Flink's execution.buffer-timeout)
-        self._config.set_integer(BUFFER_TIMEOUT_KEY, timeout_millis)
+        execution_options.BUFFER_TIMEOUT.validate(timeout_millis)
+        self._config.set_integer(execution_options.BUFFER_TIMEOUT.key, timeout_millis)
         return self
 
     def get_buffer_timeout(self) -> int:
-        return self._config.get_integer(BUFFER_TIMEOUT_KEY, 100) or 100
+        """Milliseconds; unset: the TaskManagers' default, 100 (Flink's)."""
+        timeout = self._config.get(execution_options.BUFFER_TIMEOUT)
+        return 100 if timeout is None else timeout
 
     # -- fault tolerance -------------------------------------------------------------------------
     def enable_checkpointing(
@@ -165,7 +171,8 @@ class StreamExecutionEnvironment:
                 f"set_state_backend(): expected HashMapStateBackend() or EmbeddedRocksDBStateBackend(), "
                 f"got {type(state_backend).__name__}"
             )
-        self._config.remove_config("state.backend")  # the older key would otherwise still be read
+        for key in state_options.STATE_BACKEND.deprecated_keys:  # an older key would otherwise still be read
+            self._config.remove_config(key)
         state_backend._apply(self._config)
         return self
 
@@ -176,12 +183,12 @@ class StreamExecutionEnvironment:
     def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
         """Incremental checkpoints by a changelog over periodic materialization (state.changelog.enabled;
         the RocksDB backend: see docs/fault_tolerance.md)."""
-        self._config.set_boolean("state.changelog.enabled", bool(enabled))
+        self._config.set(state_options.CHANGELOG_ENABLED, bool(enabled))
         return self
 
     def is_changelog_state_backend_enabled(self) -> bool | None:
         """PyFlink: None when never set (then the cluster's default, off)."""
-        return self._config.get_boolean("state.changelog.enabled") if "state.changelog.enabled" in self._config else None
+        return self._config.get(state_options.CHANGELOG_ENABLED)
 
     def set_restart_strategy(
         self, restart_strategy_configuration: RestartStrategyConfiguration

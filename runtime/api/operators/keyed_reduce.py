@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 from runtime.api.datastream.state import ValueStateDescriptor
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function
+from runtime.core.execution_modes import RuntimeExecutionMode
 from runtime.core.keys import KeyExtractor
+from runtime.core.options import execution as execution_options
 from runtime.core.records import MAX_TIMESTAMP, RecordBatch
 from runtime.state.backend import KvValueState
 
@@ -42,7 +44,8 @@ class KeyedReduceOperator(AbstractKeyedOperator):
     def open(self) -> None:
         assert self.keyed_state_backend is not None and self.runtime_context is not None
         self._state = self.keyed_state_backend.get_partitioned_state(ValueStateDescriptor(STATE_NAME))
-        self._batch = (self.runtime_context.get_job_parameter("execution.runtime-mode") or "").upper() == "BATCH"
+        assert self.ctx is not None
+        self._batch = execution_options.RUNTIME_MODE.get(self.ctx.config) is RuntimeExecutionMode.BATCH
         open_function(self.reduce_function, self.runtime_context)
 
     def on_watermark(self, timestamp: int) -> None:

@@ -18,18 +18,19 @@ from runtime.api.datastream.functions import Function, OutputTag, RuntimeContext
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import assign_to_key_groups
 from runtime.core.keys import KeyExtractor, int_key_array
+from runtime.core.options import state as state_options
 from runtime.core.records import ObjectBatch, RecordBatch, Watermark
 from runtime.api.operators.base import OperatorContext, StreamOperator
 from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateEntries, StateInitializationContext, snapshot_is_canonical
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
 from runtime.state.backend import TIMER_KIND
-from runtime.state.changelog import ChangelogOptions
 from runtime.state.timers import InternalTimerService, Triggerable
 from runtime.state.type_descriptions import SCALAR_KEY_TYPES, observed_key_types
 
-STATE_BACKEND_CONFIG_KEYS = ("state.backend.type", "state.backend")
+# the option's keys under their old names (declared in runtime.core.options.state)
+STATE_BACKEND_CONFIG_KEYS = (state_options.STATE_BACKEND.key, *state_options.STATE_BACKEND.deprecated_keys)
 """OperatorContext.config keys naming the backend ("hashmap" default, or "rocksdb")."""
-ROCKSDB_LOCAL_DIR_KEY = "state.backend.rocksdb.localdir"
+ROCKSDB_LOCAL_DIR_KEY = state_options.ROCKSDB_LOCAL_DIRECTORY.key
 
 
 class StreamingRuntimeContext(RuntimeContext):
@@ -173,15 +174,11 @@ class AbstractKeyedOperator(StreamOperator):
     # lifecycle ---------------------------------------------------------------------------
     def setup(self, ctx: OperatorContext) -> None:
         super().setup(ctx)
-        kind = "hashmap"
-        for k in STATE_BACKEND_CONFIG_KEYS:
-            if ctx.config.get(k):
-                kind = ctx.config[k]
-                break
+        backend = state_options.StateBackendSettings.from_config(ctx.config)
         op_id = f"{ctx.uid or ctx.node_id}-{ctx.subtask_index}"
         self.keyed_state_backend = create_keyed_state_backend(
-            kind, ctx.key_group_range, ctx.max_parallelism, op_id, local_dir=ctx.config.get(ROCKSDB_LOCAL_DIR_KEY),
-            changelog=ChangelogOptions.from_config(ctx.config),
+            backend.backend_or_default, ctx.key_group_range, ctx.max_parallelism, op_id, local_dir=backend.rocksdb_local_dir,
+            changelog=backend.changelog,
         )
         self.keyed_state_backend.operator_label = f"'{ctx.operator_name}'" + (f" (uid '{ctx.uid}')" if ctx.uid else "")
         self.keyed_state_backend.job_id = ctx.job_id

@@ -6,7 +6,7 @@ input batch (never per record); each output keeps the timestamp of the input it 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -24,8 +24,8 @@ from runtime.api.datastream.functions import (
 )
 from runtime.api.operators.base import StreamOperator
 from runtime.api.operators.runtime_context import emit_objects
-from runtime.core.durations import parse_duration_ms
-from runtime.core.errors import InvalidProgramError, MillraceError
+from runtime.core.errors import ConfigurationError, InvalidProgramError
+from runtime.core.options import execution as execution_options
 from runtime.core.records import ACTIVE, IDLE, MAX_TIMESTAMP, MIN_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
 from runtime.core.row import named_row_columns
 
@@ -319,19 +319,16 @@ class CoProcessOperator(_ProcessFunctionOperator):
 # -- event time ------------------------------------------------------------------------------------
 
 
-WATERMARK_INTERVAL_KEY = "pipeline.auto-watermark-interval"
-DEFAULT_WATERMARK_INTERVAL_MS = 200  # Flink's default
+WATERMARK_INTERVAL_KEY = execution_options.AUTO_WATERMARK_INTERVAL.key  # the option's key under its old name
+DEFAULT_WATERMARK_INTERVAL_MS = execution_options.AUTO_WATERMARK_INTERVAL.default  # Flink's default
 
 
-def auto_watermark_interval_ms(config: dict[str, str]) -> int:
+def auto_watermark_interval_ms(config: Mapping[str, str]) -> int:
     """The job's pipeline.auto-watermark-interval in ms ("200", "200 ms", "0")."""
-    raw = config.get(WATERMARK_INTERVAL_KEY)
-    if raw is None or str(raw).strip() == "":
-        return DEFAULT_WATERMARK_INTERVAL_MS
     try:
-        return parse_duration_ms(str(raw))
-    except MillraceError as e:
-        raise InvalidProgramError(f"{WATERMARK_INTERVAL_KEY}: {e}") from None
+        return execution_options.AUTO_WATERMARK_INTERVAL.get(config)
+    except ConfigurationError as e:  # the program's watermark strategy cannot run: fail it as a program error
+        raise InvalidProgramError(str(e)) from None
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):

@@ -1,50 +1,16 @@
-"""The checkpoint coordinator's configuration, read from the job config (execution.checkpointing.*)."""
+"""The checkpoint coordinator's configuration: the job config's checkpointing options, parsed by
+their one parser (runtime.core.options.checkpointing.CheckpointingSettings), plus the job's table."""
 from __future__ import annotations
 
 import os
+from typing import Any, Mapping
 
 from pydantic import BaseModel, Field
 
-from runtime.core.checkpoint import (
-    CHECKPOINT_INTERVAL_KEY,
-    CHECKPOINT_MAX_CONCURRENT_KEY,
-    CHECKPOINT_MIN_PAUSE_KEY,
-    CHECKPOINT_MODE_KEY,
-    CHECKPOINT_TIMEOUT_KEY,
-    CHECKPOINT_TOLERABLE_FAILURES_KEY,
-    CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS,
-    CHECKPOINTS_AFTER_TASKS_FINISH_KEY,
-    CHECKPOINTS_DIR_KEY,
-    CHECKPOINTS_RETAINED_KEY,
-    CheckpointingMode,
-)
-from runtime.core.errors import InvalidProgramError
+from runtime.core.execution_modes import CheckpointingMode
+from runtime.core.options.checkpointing import DEFAULT_TIMEOUT_MS, CheckpointingSettings
 
-DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
-
-
-def _duration_ms(config: dict[str, str], key: str, default: int) -> int:
-    raw = config.get(key)
-    if raw is None or raw == "":
-        return default
-    from runtime.core.durations import parse_duration_ms
-
-    try:
-        return parse_duration_ms(raw)
-    except Exception as e:  # noqa: BLE001
-        raise InvalidProgramError(f"{key}: {raw!r} is not a duration (e.g. '500 ms', '10 s' or a number of milliseconds)") from e
-
-
-def _boolean(config: dict[str, str], key: str, deprecated: tuple[str, ...], default: bool) -> bool:
-    for k in (key, *deprecated):
-        raw = config.get(k)
-        if raw is None or str(raw).strip() == "":
-            continue
-        text = str(raw).strip().lower()
-        if text not in ("true", "false"):
-            raise InvalidProgramError(f"{k}: {raw!r} is not 'true' or 'false'")
-        return text == "true"
-    return default
+__all__ = ["DEFAULT_TIMEOUT_MS", "CheckpointCoordinatorConfiguration", "default_checkpoints_base"]
 
 
 def default_checkpoints_base() -> str:
@@ -70,28 +36,19 @@ class CheckpointCoordinatorConfiguration(BaseModel):
         return self.interval_ms > 0
 
     @classmethod
-    def from_config(cls, config: dict[str, str], job_id: str) -> "CheckpointCoordinatorConfiguration":
-        interval = _duration_ms(config, CHECKPOINT_INTERVAL_KEY, 0)
-        mode_raw = (config.get(CHECKPOINT_MODE_KEY) or "EXACTLY_ONCE").upper().replace("-", "_")
-        try:
-            mode = CheckpointingMode(mode_raw)
-        except ValueError:
-            raise InvalidProgramError(f"{CHECKPOINT_MODE_KEY}: {mode_raw!r} is not EXACTLY_ONCE or AT_LEAST_ONCE") from None
-        max_concurrent = int(config.get(CHECKPOINT_MAX_CONCURRENT_KEY) or 1)
-        if max_concurrent != 1:
-            raise InvalidProgramError(f"{CHECKPOINT_MAX_CONCURRENT_KEY}: only 1 concurrent checkpoint is supported, got {max_concurrent}")
-        base = config.get(CHECKPOINTS_DIR_KEY) or default_checkpoints_base()
+    def from_config(cls, config: Mapping[str, Any], job_id: str) -> "CheckpointCoordinatorConfiguration":
+        """Raises ConfigurationError naming the key of a malformed or unsupported value."""
+        s = CheckpointingSettings.from_config(config)
+        base = s.checkpoints_dir or default_checkpoints_base()
         base = base if "://" in base else os.path.abspath(base)
         return cls(
-            interval_ms=interval,
-            mode=mode,
-            timeout_ms=_duration_ms(config, CHECKPOINT_TIMEOUT_KEY, DEFAULT_TIMEOUT_MS),
-            min_pause_ms=_duration_ms(config, CHECKPOINT_MIN_PAUSE_KEY, 0),
-            tolerable_failures=int(config.get(CHECKPOINT_TOLERABLE_FAILURES_KEY) or 0),
-            max_concurrent=max_concurrent,
+            interval_ms=s.interval_ms,
+            mode=s.mode,
+            timeout_ms=s.timeout_ms,
+            min_pause_ms=s.min_pause_ms,
+            tolerable_failures=s.tolerable_failures,
+            max_concurrent=s.max_concurrent,
             table_uri=f"{base.rstrip('/')}/{job_id}",
-            num_retained=max(1, int(config.get(CHECKPOINTS_RETAINED_KEY) or 1)),
-            checkpoints_after_tasks_finish=_boolean(
-                config, CHECKPOINTS_AFTER_TASKS_FINISH_KEY, CHECKPOINTS_AFTER_TASKS_FINISH_DEPRECATED_KEYS, True
-            ),
+            num_retained=s.num_retained,
+            checkpoints_after_tasks_finish=s.checkpoints_after_tasks_finish,
         )

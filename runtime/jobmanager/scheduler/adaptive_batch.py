@@ -8,39 +8,22 @@ job's default parallelism) and to the vertex's max parallelism (its key groups).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.core.errors import ConfigurationError
+from runtime.core.options import batch as batch_options
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.graph.job_graph import JobVertex
 
 if TYPE_CHECKING:
     from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 
-AVG_DATA_VOLUME_KEY = "execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task"
-MIN_PARALLELISM_KEY = "execution.batch.adaptive.auto-parallelism.min-parallelism"
-MAX_PARALLELISM_KEY = "execution.batch.adaptive.auto-parallelism.max-parallelism"
-DEFAULT_AVG_DATA_VOLUME = 16 * 1024 * 1024  # Flink's default: 16 mb
-
-_UNITS = {"b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
-
-
-def parse_memory_size(raw: str, key: str) -> int:
-    """Flink's MemorySize: '16 mb', '512kb', '1g' or a number of bytes."""
-    text = str(raw).strip().lower().replace(" ", "")
-    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = text[len(digits):] or "b"
-    if not digits or unit not in _UNITS:
-        raise ConfigurationError(f"{key}: {raw!r} is not a memory size (e.g. '16 mb', '512 kb' or a number of bytes)")
-    try:
-        value = int(float(digits) * _UNITS[unit])
-    except ValueError:
-        raise ConfigurationError(f"{key}: {raw!r} is not a memory size (e.g. '16 mb', '512 kb' or a number of bytes)") from None
-    if value <= 0:
-        raise ConfigurationError(f"{key}: must be positive, got {raw!r}")
-    return value
+# the option keys under their old names (declared in runtime.core.options.batch)
+AVG_DATA_VOLUME_KEY = batch_options.ADAPTIVE_AVG_DATA_VOLUME_PER_TASK.key
+MIN_PARALLELISM_KEY = batch_options.ADAPTIVE_MIN_PARALLELISM.key
+MAX_PARALLELISM_KEY = batch_options.ADAPTIVE_MAX_PARALLELISM.key
+DEFAULT_AVG_DATA_VOLUME = batch_options.DEFAULT_AVG_DATA_VOLUME
 
 
 class AdaptiveBatchOptions(BaseModel):
@@ -51,24 +34,12 @@ class AdaptiveBatchOptions(BaseModel):
     max_parallelism: int | None = Field(None, ge=1, description="None: the vertex's configured (default) parallelism")
 
     @classmethod
-    def from_config(cls, config: dict[str, str]) -> "AdaptiveBatchOptions":
-        def positive_int(key: str) -> int | None:
-            raw = config.get(key)
-            if raw is None or str(raw).strip() == "":
-                return None
-            try:
-                value = int(str(raw).strip())
-            except ValueError:
-                raise ConfigurationError(f"{key}: {raw!r} is not a whole number") from None
-            if value < 1:
-                raise ConfigurationError(f"{key}: must be at least 1, got {value}")
-            return value
-
-        volume = config.get(AVG_DATA_VOLUME_KEY)
+    def from_config(cls, config: Mapping[str, Any]) -> "AdaptiveBatchOptions":
+        """Raises ConfigurationError naming the key of a malformed value."""
         return cls(
-            avg_data_volume_per_task=parse_memory_size(volume, AVG_DATA_VOLUME_KEY) if volume else DEFAULT_AVG_DATA_VOLUME,
-            min_parallelism=positive_int(MIN_PARALLELISM_KEY) or 1,
-            max_parallelism=positive_int(MAX_PARALLELISM_KEY),
+            avg_data_volume_per_task=batch_options.ADAPTIVE_AVG_DATA_VOLUME_PER_TASK.get(config),
+            min_parallelism=batch_options.ADAPTIVE_MIN_PARALLELISM.get(config),
+            max_parallelism=batch_options.ADAPTIVE_MAX_PARALLELISM.get(config),
         )
 
     def decide(self, input_bytes: int, upper_bound: int, max_parallelism: int) -> int:

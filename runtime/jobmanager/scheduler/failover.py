@@ -11,7 +11,9 @@ Decisions in the order of Flink's ExecutionFailureHandler:
 Pure logic: no I/O, no threads, no sleeping. Time comes from an injected clock (seconds, like
 `time.monotonic`), so tests run instantly; all durations here are integer milliseconds.
 
-Configuration keys are Flink's (RestartStrategyOptions, JobManagerOptions.EXECUTION_FAILOVER_STRATEGY).
+The options (Flink's RestartStrategyOptions, JobManagerOptions.EXECUTION_FAILOVER_STRATEGY) and
+their one parser, the pure RestartStrategySettings model, are in runtime.core.options.restart;
+this module builds the strategies from that model.
 """
 from __future__ import annotations
 
@@ -21,69 +23,60 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 
-from runtime.core.checkpoint import CHECKPOINT_INTERVAL_KEY
-from runtime.core.durations import format_duration_ms, parse_duration_ms  # noqa: F401 - re-exported
-from runtime.core.errors import ConfigurationError, MillraceError, ThrowableType, throwable_type_of
+from runtime.core.durations import format_duration_ms, parse_duration_ms  # noqa: F401 - re-exported (tests, older callers)
+from runtime.core.errors import MillraceError, ThrowableType, throwable_type_of
+from runtime.core.options import restart as restart_options
+from runtime.core.options.restart import (  # noqa: F401 - re-exported: the values and defaults under their old names
+    BATCH_DEFAULT_ATTEMPTS,
+    BATCH_DEFAULT_DELAY_MS,
+    DEFAULT_EXPONENTIAL_ATTEMPTS,
+    DEFAULT_EXPONENTIAL_INITIAL_MS,
+    DEFAULT_EXPONENTIAL_JITTER,
+    DEFAULT_EXPONENTIAL_MAX_MS,
+    DEFAULT_EXPONENTIAL_MULTIPLIER,
+    DEFAULT_EXPONENTIAL_RESET_THRESHOLD_MS,
+    DEFAULT_FAILOVER_STRATEGY,
+    DEFAULT_FAILURE_RATE_DELAY_MS,
+    DEFAULT_FAILURE_RATE_INTERVAL_MS,
+    DEFAULT_FAILURE_RATE_MAX_FAILURES,
+    DEFAULT_FIXED_DELAY_ATTEMPTS,
+    DEFAULT_FIXED_DELAY_MS,
+    EXPONENTIAL_DELAY,
+    FAILOVER_STRATEGIES,
+    FAILURE_RATE,
+    FIXED_DELAY,
+    FULL_FAILOVER,
+    NO_RESTART,
+    REGION_FAILOVER,
+    RESTART_STRATEGY_TYPES,
+    ExponentialDelaySettings,
+    FailureRateSettings,
+    FixedDelaySettings,
+    NoRestartSettings,
+    RestartStrategy,
+    RestartStrategySettings,
+)
 
-if TYPE_CHECKING:  # the API reads the keys and durations here: keep this module free of graph/pydantic imports
+if TYPE_CHECKING:
     from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 
 Clock = Callable[[], float]  # seconds, e.g. time.monotonic
 
-# -- configuration keys (Flink's names) ---------------------------------------------------------
-RESTART_STRATEGY_TYPE_KEY = "restart-strategy.type"
-RESTART_STRATEGY_DEPRECATED_KEY = "restart-strategy"  # Flink's deprecated spelling of .type
-FIXED_DELAY_ATTEMPTS_KEY = "restart-strategy.fixed-delay.attempts"
-FIXED_DELAY_DELAY_KEY = "restart-strategy.fixed-delay.delay"
-FAILURE_RATE_MAX_FAILURES_KEY = "restart-strategy.failure-rate.max-failures-per-interval"
-FAILURE_RATE_INTERVAL_KEY = "restart-strategy.failure-rate.failure-rate-interval"
-FAILURE_RATE_DELAY_KEY = "restart-strategy.failure-rate.delay"
-EXPONENTIAL_INITIAL_BACKOFF_KEY = "restart-strategy.exponential-delay.initial-backoff"
-EXPONENTIAL_MAX_BACKOFF_KEY = "restart-strategy.exponential-delay.max-backoff"
-EXPONENTIAL_MULTIPLIER_KEY = "restart-strategy.exponential-delay.backoff-multiplier"
-EXPONENTIAL_RESET_THRESHOLD_KEY = "restart-strategy.exponential-delay.reset-backoff-threshold"
-EXPONENTIAL_JITTER_KEY = "restart-strategy.exponential-delay.jitter-factor"
-EXPONENTIAL_ATTEMPTS_KEY = "restart-strategy.exponential-delay.attempts-before-reset-backoff"
-FAILOVER_STRATEGY_KEY = "jobmanager.execution.failover-strategy"
-
-# restart-strategy.type values: main name -> accepted spellings (Flink's RestartStrategyType)
-NO_RESTART = "disable"
-FIXED_DELAY = "fixed-delay"
-FAILURE_RATE = "failure-rate"
-EXPONENTIAL_DELAY = "exponential-delay"
-RESTART_STRATEGY_TYPES: dict[str, tuple[str, ...]] = {
-    NO_RESTART: ("none", "off", "disable"),
-    FIXED_DELAY: ("fixed-delay", "fixeddelay"),
-    FAILURE_RATE: ("failure-rate", "failurerate"),
-    EXPONENTIAL_DELAY: ("exponential-delay", "exponentialdelay"),
-}
-
-# Flink's defaults (RestartStrategyOptions, Flink 1.19+)
-DEFAULT_FIXED_DELAY_ATTEMPTS = 1
-DEFAULT_FIXED_DELAY_MS = 1_000
-# A BATCH job without a restart strategy of its own: 3 restarts 1 s apart (Spark's
-# spark.task.maxFailures = 4 attempts). A deviation from Flink, where a job without checkpointing
-# never restarts: here a batch job's finished stages are committed to Delta, so a restart re-runs
-# only the failed region, and a lost TaskManager should not fail a long batch job.
-BATCH_DEFAULT_ATTEMPTS = 3
-BATCH_DEFAULT_DELAY_MS = 1_000
-DEFAULT_FAILURE_RATE_MAX_FAILURES = 1
-DEFAULT_FAILURE_RATE_INTERVAL_MS = 60_000
-DEFAULT_FAILURE_RATE_DELAY_MS = 1_000
-DEFAULT_EXPONENTIAL_INITIAL_MS = 1_000
-DEFAULT_EXPONENTIAL_MAX_MS = 60_000
-DEFAULT_EXPONENTIAL_MULTIPLIER = 1.5
-DEFAULT_EXPONENTIAL_RESET_THRESHOLD_MS = 3_600_000
-DEFAULT_EXPONENTIAL_JITTER = 0.1
-DEFAULT_EXPONENTIAL_ATTEMPTS = 2**31 - 1  # Integer.MAX_VALUE: "infinite"
-
-FULL_FAILOVER = "full"
-REGION_FAILOVER = "region"
-FAILOVER_STRATEGIES = (REGION_FAILOVER, FULL_FAILOVER)
-DEFAULT_FAILOVER_STRATEGY = REGION_FAILOVER
-
-
-# durations: runtime.core.durations (re-exported: the config keys and the API use them through here)
+# the option keys under their old names (declared in runtime.core.options.restart)
+RESTART_STRATEGY_TYPE_KEY = restart_options.RESTART_STRATEGY.key
+RESTART_STRATEGY_DEPRECATED_KEY = restart_options.RESTART_STRATEGY.deprecated_keys[0]
+FIXED_DELAY_ATTEMPTS_KEY = restart_options.FIXED_DELAY_ATTEMPTS.key
+FIXED_DELAY_DELAY_KEY = restart_options.FIXED_DELAY_DELAY.key
+FAILURE_RATE_MAX_FAILURES_KEY = restart_options.FAILURE_RATE_MAX_FAILURES.key
+FAILURE_RATE_INTERVAL_KEY = restart_options.FAILURE_RATE_INTERVAL.key
+FAILURE_RATE_DELAY_KEY = restart_options.FAILURE_RATE_DELAY.key
+EXPONENTIAL_INITIAL_BACKOFF_KEY = restart_options.EXPONENTIAL_DELAY_INITIAL_BACKOFF.key
+EXPONENTIAL_MAX_BACKOFF_KEY = restart_options.EXPONENTIAL_DELAY_MAX_BACKOFF.key
+EXPONENTIAL_MULTIPLIER_KEY = restart_options.EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER.key
+EXPONENTIAL_RESET_THRESHOLD_KEY = restart_options.EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD.key
+EXPONENTIAL_JITTER_KEY = restart_options.EXPONENTIAL_DELAY_JITTER_FACTOR.key
+EXPONENTIAL_ATTEMPTS_KEY = restart_options.EXPONENTIAL_DELAY_ATTEMPTS.key
+FAILOVER_STRATEGY_KEY = restart_options.FAILOVER_STRATEGY.key
 
 
 # -- failure classification ---------------------------------------------------------------------
@@ -171,8 +164,9 @@ class FixedDelayRestartBackoffTimeStrategy:
     """Flink's FixedDelayRestartBackoffTimeStrategy: at most `max_attempts` restarts, `backoff_ms` apart."""
 
     def __init__(self, max_attempts: int, backoff_ms: int) -> None:
-        _require(isinstance(max_attempts, int) and max_attempts >= 0, FIXED_DELAY_ATTEMPTS_KEY, max_attempts, "an int >= 0")
-        _require(isinstance(backoff_ms, int) and backoff_ms >= 0, FIXED_DELAY_DELAY_KEY, backoff_ms, ">= 0 ms")
+        # the options' rules, also for values that come from code (ConfigurationError naming the key)
+        restart_options.FIXED_DELAY_ATTEMPTS.validate(max_attempts)
+        restart_options.FIXED_DELAY_DELAY.validate(backoff_ms)
         self.max_attempts = max_attempts
         self.backoff_ms = backoff_ms
         self.failures = 0
@@ -215,13 +209,11 @@ class ExponentialDelayRestartBackoffTimeStrategy:
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
-        _require(initial_ms >= 1, EXPONENTIAL_INITIAL_BACKOFF_KEY, initial_ms, "at least 1 ms")
-        _require(max_ms >= 1, EXPONENTIAL_MAX_BACKOFF_KEY, max_ms, "at least 1 ms")
-        _require(initial_ms <= max_ms, EXPONENTIAL_MAX_BACKOFF_KEY, max_ms, f"at least the initial backoff ({initial_ms} ms)")
-        _require(multiplier > 1, EXPONENTIAL_MULTIPLIER_KEY, multiplier, "greater than 1")
-        _require(reset_threshold_ms >= 1, EXPONENTIAL_RESET_THRESHOLD_KEY, reset_threshold_ms, "at least 1 ms")
-        _require(0 <= jitter_factor <= 1, EXPONENTIAL_JITTER_KEY, jitter_factor, "between 0 and 1")
-        _require(attempts_before_reset >= 1, EXPONENTIAL_ATTEMPTS_KEY, attempts_before_reset, "at least 1")
+        # the settings model checks the options' rules (ConfigurationError naming the key)
+        ExponentialDelaySettings(
+            initial_ms=initial_ms, max_ms=max_ms, multiplier=multiplier, reset_threshold_ms=reset_threshold_ms,
+            jitter_factor=jitter_factor, attempts_before_reset=attempts_before_reset,
+        )
         self.initial_ms = int(initial_ms)
         self.max_ms = int(max_ms)
         self.multiplier = float(multiplier)
@@ -290,12 +282,9 @@ class FailureRateRestartBackoffTimeStrategy:
         backoff_ms: int = DEFAULT_FAILURE_RATE_DELAY_MS,
         clock: Clock = time.monotonic,
     ) -> None:
-        _require(
-            isinstance(max_failures_per_interval, int) and max_failures_per_interval > 0,
-            FAILURE_RATE_MAX_FAILURES_KEY, max_failures_per_interval, "an int greater than 0",
-        )
-        _require(interval_ms > 0, FAILURE_RATE_INTERVAL_KEY, interval_ms, "greater than 0 ms")
-        _require(backoff_ms >= 0, FAILURE_RATE_DELAY_KEY, backoff_ms, ">= 0 ms")
+        restart_options.FAILURE_RATE_MAX_FAILURES.validate(max_failures_per_interval)
+        restart_options.FAILURE_RATE_INTERVAL.validate(interval_ms)
+        restart_options.FAILURE_RATE_DELAY.validate(backoff_ms)
         self.max_failures_per_interval = max_failures_per_interval
         self.interval_ms = int(interval_ms)
         self.backoff_ms = int(backoff_ms)
@@ -325,65 +314,32 @@ class FailureRateRestartBackoffTimeStrategy:
         return f"FailureRateRestartBackoffTimeStrategy({self.describe()})"
 
 
-def _require(ok: bool, key: str, value: object, what: str) -> None:
-    if not ok:
-        raise ConfigurationError(f"{key}: {value!r} is not allowed; it must be {what}")
-
-
-# -- reading the configuration ------------------------------------------------------------------
-def _get_duration(config: Mapping[str, str], key: str, default: int) -> int:
-    raw = config.get(key)
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        return parse_duration_ms(raw)
-    except ConfigurationError as e:
-        raise ConfigurationError(f"{key}: {e}") from None
-
-
-def _get_int(config: Mapping[str, str], key: str, default: int) -> int:
-    raw = config.get(key)
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ConfigurationError(f"{key}: {raw!r} is not an integer") from None
-
-
-def _get_float(config: Mapping[str, str], key: str, default: float) -> float:
-    raw = config.get(key)
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        return float(str(raw).strip())
-    except ValueError:
-        raise ConfigurationError(f"{key}: {raw!r} is not a number") from None
-
-
+# -- building the strategies from the parsed settings ----------------------------------------
 def restart_strategy_type(config: Mapping[str, str]) -> str | None:
     """The main name of the configured restart strategy (disable, fixed-delay, failure-rate,
     exponential-delay), or None when the config sets none."""
-    raw = config.get(RESTART_STRATEGY_TYPE_KEY)
-    key = RESTART_STRATEGY_TYPE_KEY
-    if raw is None or str(raw).strip() == "":
-        raw, key = config.get(RESTART_STRATEGY_DEPRECATED_KEY), RESTART_STRATEGY_DEPRECATED_KEY
-    if raw is None or str(raw).strip() == "":
-        return None
-    value = str(raw).strip().lower()
-    for main, spellings in RESTART_STRATEGY_TYPES.items():
-        if value in spellings:
-            return main
-    allowed = ", ".join(s for spellings in RESTART_STRATEGY_TYPES.values() for s in spellings)
-    raise ConfigurationError(f"{key}: unknown restart strategy {raw!r}; use one of {allowed}")
+    return restart_options.RESTART_STRATEGY.get(config)
 
 
 def is_checkpointing_enabled(config: Mapping[str, str]) -> bool:
     """Whether the job config enables periodic checkpoints (execution.checkpointing.interval > 0)."""
-    raw = config.get(CHECKPOINT_INTERVAL_KEY)
-    if raw is None or str(raw).strip().startswith("-"):
-        return False  # unset, or Flink's -1
-    return _get_duration(config, CHECKPOINT_INTERVAL_KEY, 0) > 0
+    return restart_options.checkpointing_enabled(config)
+
+
+def restart_strategy_from_settings(
+    settings: RestartStrategy, clock: Clock = time.monotonic, rng: random.Random | None = None
+) -> RestartBackoffTimeStrategy:
+    """The RestartBackoffTimeStrategy a parsed restart strategy describes."""
+    if isinstance(settings, FixedDelaySettings):
+        return FixedDelayRestartBackoffTimeStrategy(settings.attempts, settings.delay_ms)
+    if isinstance(settings, FailureRateSettings):
+        return FailureRateRestartBackoffTimeStrategy(settings.max_failures_per_interval, settings.interval_ms, settings.delay_ms, clock)
+    if isinstance(settings, ExponentialDelaySettings):
+        return ExponentialDelayRestartBackoffTimeStrategy(
+            settings.initial_ms, settings.max_ms, settings.multiplier, settings.reset_threshold_ms,
+            settings.jitter_factor, settings.attempts_or_unlimited, clock, rng,
+        )
+    return NoRestartBackoffTimeStrategy()
 
 
 def restart_strategy_from_config(
@@ -397,41 +353,11 @@ def restart_strategy_from_config(
 
     restart-strategy.type (or the deprecated restart-strategy) picks the strategy; with none set,
     a checkpointed job uses exponential-delay with Flink's defaults (Flink 1.19+), a BATCH job
-    fixed-delay with BATCH_DEFAULT_ATTEMPTS (a deviation from Flink, see above), and any other job
-    does not restart.
+    fixed-delay with BATCH_DEFAULT_ATTEMPTS (a deviation from Flink, see
+    runtime.core.options.restart), and any other job does not restart.
     """
-    kind = restart_strategy_type(config)
-    if kind is None:
-        if checkpointing_enabled:
-            kind, config = EXPONENTIAL_DELAY, {}  # the defaults, not stray per-strategy keys
-        elif batch:
-            return FixedDelayRestartBackoffTimeStrategy(BATCH_DEFAULT_ATTEMPTS, BATCH_DEFAULT_DELAY_MS)
-        else:
-            kind, config = NO_RESTART, {}
-    if kind == NO_RESTART:
-        return NoRestartBackoffTimeStrategy()
-    if kind == FIXED_DELAY:
-        return FixedDelayRestartBackoffTimeStrategy(
-            _get_int(config, FIXED_DELAY_ATTEMPTS_KEY, DEFAULT_FIXED_DELAY_ATTEMPTS),
-            _get_duration(config, FIXED_DELAY_DELAY_KEY, DEFAULT_FIXED_DELAY_MS),
-        )
-    if kind == FAILURE_RATE:
-        return FailureRateRestartBackoffTimeStrategy(
-            _get_int(config, FAILURE_RATE_MAX_FAILURES_KEY, DEFAULT_FAILURE_RATE_MAX_FAILURES),
-            _get_duration(config, FAILURE_RATE_INTERVAL_KEY, DEFAULT_FAILURE_RATE_INTERVAL_MS),
-            _get_duration(config, FAILURE_RATE_DELAY_KEY, DEFAULT_FAILURE_RATE_DELAY_MS),
-            clock,
-        )
-    return ExponentialDelayRestartBackoffTimeStrategy(
-        _get_duration(config, EXPONENTIAL_INITIAL_BACKOFF_KEY, DEFAULT_EXPONENTIAL_INITIAL_MS),
-        _get_duration(config, EXPONENTIAL_MAX_BACKOFF_KEY, DEFAULT_EXPONENTIAL_MAX_MS),
-        _get_float(config, EXPONENTIAL_MULTIPLIER_KEY, DEFAULT_EXPONENTIAL_MULTIPLIER),
-        _get_duration(config, EXPONENTIAL_RESET_THRESHOLD_KEY, DEFAULT_EXPONENTIAL_RESET_THRESHOLD_MS),
-        _get_float(config, EXPONENTIAL_JITTER_KEY, DEFAULT_EXPONENTIAL_JITTER),
-        _get_int(config, EXPONENTIAL_ATTEMPTS_KEY, DEFAULT_EXPONENTIAL_ATTEMPTS),
-        clock,
-        rng,
-    )
+    settings = RestartStrategySettings.from_config(config)
+    return restart_strategy_from_settings(settings.effective(checkpointing_enabled, batch), clock, rng)
 
 
 # -- failover strategies ------------------------------------------------------------------------
@@ -507,15 +433,16 @@ def failover_strategy_from_config(
     config: Mapping[str, str], is_partition_available: Callable[[str], bool] | None = None
 ) -> FailoverStrategy:
     """jobmanager.execution.failover-strategy: region (default) or full (Flink's FailoverStrategyFactoryLoader)."""
-    raw = config.get(FAILOVER_STRATEGY_KEY)
-    value = DEFAULT_FAILOVER_STRATEGY if raw is None or str(raw).strip() == "" else str(raw).strip().lower()
-    if value == REGION_FAILOVER:
-        return RestartPipelinedRegionFailoverStrategy(is_partition_available)
-    if value == FULL_FAILOVER:
+    return failover_strategy_from_settings(restart_options.FAILOVER_STRATEGY.get(config), is_partition_available)
+
+
+def failover_strategy_from_settings(
+    name: str, is_partition_available: Callable[[str], bool] | None = None
+) -> FailoverStrategy:
+    """The FailoverStrategy a parsed jobmanager.execution.failover-strategy names."""
+    if name == FULL_FAILOVER:
         return RestartAllFailoverStrategy()
-    raise ConfigurationError(
-        f"{FAILOVER_STRATEGY_KEY}: unknown failover strategy {raw!r}; use one of {', '.join(FAILOVER_STRATEGIES)}"
-    )
+    return RestartPipelinedRegionFailoverStrategy(is_partition_available)
 
 
 __all__ = [
@@ -535,10 +462,12 @@ __all__ = [
     "RestartBackoffTimeStrategy",
     "RestartPipelinedRegionFailoverStrategy",
     "failover_strategy_from_config",
+    "failover_strategy_from_settings",
     "format_duration_ms",
     "is_checkpointing_enabled",
     "is_unrecoverable_error",
     "parse_duration_ms",
     "restart_strategy_from_config",
+    "restart_strategy_from_settings",
     "restart_strategy_type",
 ]

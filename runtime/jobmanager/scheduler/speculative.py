@@ -16,23 +16,24 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.core.durations import parse_duration_ms
 from runtime.core.errors import ConfigurationError
+from runtime.core.options import batch as batch_options
 from runtime.core.states import ExecutionState
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
 from runtime.graph.job_graph import ResultPartitionType
 
-ENABLED_KEY = "execution.batch.speculative.enabled"
-MAX_CONCURRENT_KEY = "execution.batch.speculative.max-concurrent-executions"
-BLOCK_DURATION_KEY = "execution.batch.speculative.block-slow-node-duration"
-CHECK_INTERVAL_KEY = "slow-task-detector.check-interval"
-LOWER_BOUND_KEY = "slow-task-detector.execution-time.baseline-lower-bound"
-MULTIPLIER_KEY = "slow-task-detector.execution-time.baseline-multiplier"
-RATIO_KEY = "slow-task-detector.execution-time.baseline-ratio"
+# the option keys under their old names (declared in runtime.core.options.batch)
+ENABLED_KEY = batch_options.SPECULATIVE_ENABLED.key
+MAX_CONCURRENT_KEY = batch_options.SPECULATIVE_MAX_CONCURRENT_EXECUTIONS.key
+BLOCK_DURATION_KEY = batch_options.BLOCK_SLOW_NODE_DURATION.key
+CHECK_INTERVAL_KEY = batch_options.SLOW_TASK_DETECTOR_CHECK_INTERVAL.key
+LOWER_BOUND_KEY = batch_options.SLOW_TASK_DETECTOR_EXECUTION_TIME_BASELINE_LOWER_BOUND.key
+MULTIPLIER_KEY = batch_options.SLOW_TASK_DETECTOR_EXECUTION_TIME_BASELINE_MULTIPLIER.key
+RATIO_KEY = batch_options.SLOW_TASK_DETECTOR_EXECUTION_TIME_BASELINE_RATIO.key
 
 _RUNNING = (ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING)
 
@@ -49,38 +50,21 @@ class SpeculativeOptions(BaseModel):
     baseline_ratio: float = Field(0.75, gt=0, le=1.0, description="share of a vertex's subtasks that must have finished first")
 
     @classmethod
-    def from_config(cls, config: dict[str, str]) -> "SpeculativeOptions":
-        def text(key: str) -> str | None:
-            raw = config.get(key)
-            return None if raw is None or str(raw).strip() == "" else str(raw).strip()
-
-        def seconds(key: str, default: float) -> float:
-            raw = text(key)
-            return default if raw is None else parse_duration_ms(raw) / 1000.0
-
-        def number(key: str, default: float, cast: Callable[[str], Any]) -> Any:
-            raw = text(key)
-            if raw is None:
-                return default
-            try:
-                return cast(raw)
-            except ValueError:
-                raise ConfigurationError(f"{key}: {raw!r} is not a number") from None
-
-        enabled = (text(ENABLED_KEY) or "false").lower()
-        if enabled not in ("true", "false"):
-            raise ConfigurationError(f"{ENABLED_KEY}: {config.get(ENABLED_KEY)!r} is not true or false")
+    def from_config(cls, config: Mapping[str, Any]) -> "SpeculativeOptions":
+        """Raises ConfigurationError naming the key (or the field) of a malformed value."""
+        o = batch_options
+        values = dict(
+            enabled=o.SPECULATIVE_ENABLED.get(config),
+            max_concurrent_executions=o.SPECULATIVE_MAX_CONCURRENT_EXECUTIONS.get(config),
+            block_slow_node_s=o.BLOCK_SLOW_NODE_DURATION.get(config) / 1000.0,
+            check_interval_s=o.SLOW_TASK_DETECTOR_CHECK_INTERVAL.get(config) / 1000.0,
+            baseline_lower_bound_s=o.SLOW_TASK_DETECTOR_EXECUTION_TIME_BASELINE_LOWER_BOUND.get(config) / 1000.0,
+            baseline_multiplier=o.SLOW_TASK_DETECTOR_EXECUTION_TIME_BASELINE_MULTIPLIER.get(config),
+            baseline_ratio=o.SLOW_TASK_DETECTOR_EXECUTION_TIME_BASELINE_RATIO.get(config),
+        )
         try:
-            return cls(
-                enabled=enabled == "true",
-                max_concurrent_executions=number(MAX_CONCURRENT_KEY, 2, int),
-                block_slow_node_s=seconds(BLOCK_DURATION_KEY, 60.0),
-                check_interval_s=seconds(CHECK_INTERVAL_KEY, 1.0),
-                baseline_lower_bound_s=seconds(LOWER_BOUND_KEY, 60.0),
-                baseline_multiplier=number(MULTIPLIER_KEY, 1.5, float),
-                baseline_ratio=number(RATIO_KEY, 0.75, float),
-            )
-        except ValueError as e:  # pydantic's range checks, named by key
+            return cls(**values)
+        except ValueError as e:  # pydantic's range checks, named by field
             raise ConfigurationError(f"speculative execution: {e}") from None
 
 
