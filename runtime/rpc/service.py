@@ -35,11 +35,16 @@ DEFAULT_TIMEOUT_S = 30.0
 
 
 def _message_types() -> dict[str, type[BaseModel]]:
+    """Every message class by name: a frame names its payload's class (`"t"`), not its module."""
     out: dict[str, type[BaseModel]] = {}
     for mod in (messages, deployment):
         for name in dir(mod):
             obj = getattr(mod, name)
-            if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == mod.__name__:
+            # the messages package re-exports classes of its protocol modules (and carried types of
+            # storage, which never travel as a frame's payload)
+            if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__.startswith(mod.__name__):
+                if out.get(name, obj) is not obj:
+                    raise TypeError(f"two RPC message classes are named {name}: the wire could not tell them apart")
                 out[name] = obj
     return out
 
