@@ -176,7 +176,7 @@ class ClusterEntrypoint:
             ),
             spark=self.spark,
         ).start()
-        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.RESOURCE_MANAGER), self.token, self.hooks,
+        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), self.token, self.hooks,
                          max_content_length=cfg.rest_max_content_length)
         self.rest = RestServer(app, host=cfg.host, port=cfg.rest_port).start()
         endpoint = ClusterEndpoint(url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"), started_at_ms=self.hooks.started_at_ms)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import cloudpickle
 
@@ -12,7 +12,6 @@ from runtime.api.execution import FailureListener, JobExecutionResult, JobFailur
 from runtime.core.errors import JobExecutionError
 from runtime.core.states import JobStatus
 from runtime.rpc import messages as m
-from runtime.rpc.service import Gateway
 
 
 def job_failures(exceptions: m.JobExceptionsMessage) -> list[JobFailure]:
@@ -26,13 +25,20 @@ def job_failures(exceptions: m.JobExceptionsMessage) -> list[JobFailure]:
     ]
 
 
+class DispatcherCalls(Protocol):
+    """What a job client needs of the Dispatcher: its methods called by name from a plain thread.
+    A DispatcherGateway does it over RPC; runtime.deploy.remote's stand-in over the REST API."""
+
+    def call_sync(self, method: str, arg: Any = None, timeout: float = ...) -> Any: ...
+
+
 class DispatcherJobClient:
     """A job's client. With listeners, a watcher thread reports each status change and each failure
     (the exception history: a region restart changes no job status) as they happen."""
 
     def __init__(
         self,
-        dispatcher: Gateway,
+        dispatcher: DispatcherCalls,
         job_id: str,
         status_listener: StatusListener | None = None,
         failure_listener: FailureListener | None = None,

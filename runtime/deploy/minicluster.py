@@ -142,9 +142,9 @@ class MiniCluster:
         assert self.rpc is not None
         return self.rpc.address
 
-    def dispatcher_gateway(self):
+    def dispatcher_gateway(self) -> gw.DispatcherGateway:
         assert self.rpc is not None
-        return self.rpc.gateway(gw.DISPATCHER)
+        return self.rpc.gateway(gw.DispatcherGateway, gw.DISPATCHER)
 
     def submit_job(self, job_graph: JobGraph) -> str:
         resp: m.JobIdMessage = self.dispatcher_gateway().call_sync("submit_job", m.SubmitJob(job_graph_json=job_graph.model_dump_json()))
@@ -157,7 +157,7 @@ class MiniCluster:
 
     def task_managers(self) -> list[m.TaskManagerInfo]:
         assert self.rpc is not None
-        return self.rpc.gateway(gw.RESOURCE_MANAGER).call_sync("list_task_managers", m.Empty()).task_managers
+        return self.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER).call_sync("list_task_managers", m.Empty()).task_managers
 
     def wait_for_task_managers(self, n: int, timeout: float = 60.0) -> list[m.TaskManagerInfo]:
         deadline = time.monotonic() + timeout

@@ -122,7 +122,7 @@ class Dispatcher(RpcEndpoint):
             job_name=job_graph.job_name, requirements=least_resource_requirements(job_graph),
         )
         try:
-            ack: m.Ack = await self.rpc.gateway(gw.RESOURCE_MANAGER).check_job_requirements(msg, timeout=10)
+            ack: m.Ack = await self.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER).check_job_requirements(msg, timeout=10)
         except RpcError as e:  # no ResourceManager answering: the JobMaster's declaration checks again
             log.warning("[Dispatcher] job %s: could not check its resources at the ResourceManager: %s", job_graph.job_id, e)
             return
@@ -213,7 +213,7 @@ class Dispatcher(RpcEndpoint):
         kind = "stop-with-savepoint" if msg.stop else "savepoint"
         try:
             # the JobMaster bounds it by the checkpoint timeout; this only guards against a lost reply
-            loc: m.SavepointLocation = await self.rpc.gateway(entry.job_master.endpoint_id).trigger_savepoint(msg, timeout=24 * 3600)
+            loc: m.SavepointLocation = await self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id).trigger_savepoint(msg, timeout=24 * 3600)
             entry.savepoints[trigger_id] = m.SavepointStatus(job_id=msg.job_id, trigger_id=trigger_id, status="COMPLETED", location=loc.location)
             log.info("[Dispatcher] job %s: %s completed at %s", msg.job_id, kind, loc.location)
         except Exception as e:  # noqa: BLE001 - reported to whoever polls the trigger
@@ -247,7 +247,7 @@ class Dispatcher(RpcEndpoint):
     async def send_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
         entry = self._entry(msg.job_id)
         if entry.result is None:
-            jm = self.rpc.gateway(entry.job_master.endpoint_id)
+            jm = self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id)
             return await jm.handle_coordination_request(msg)
         # the job ended and its JobMaster stopped; coordinators keep their final results for clients
         coord = entry.job_master.coordinators.get(msg.node_id)
@@ -262,7 +262,7 @@ class Dispatcher(RpcEndpoint):
         entry = self._entry(msg.job_id)
         if entry.result is None:
             try:
-                return await getattr(self.rpc.gateway(entry.job_master.endpoint_id), f"request_{method}")(m.Empty(), timeout=10)
+                return await getattr(self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id), f"request_{method}")(m.Empty(), timeout=10)
             except Exception as e:  # noqa: BLE001 - just ended or not serving yet: the published view below
                 log.debug("[Dispatcher] job %s: %s from its JobMaster failed: %s", msg.job_id, method, e)
         return entry.job_master.published(method)

@@ -40,7 +40,7 @@ class JobMaster(RpcEndpoint):
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
         self.slot_pool = SlotPool(self.job_id)
-        self.rm = rpc.gateway(gw.RESOURCE_MANAGER)
+        self.rm = rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER)
         self._on_terminal = on_terminal
         self._on_status = on_status
         self.scheduler = Scheduler(self, job_graph)
@@ -67,12 +67,12 @@ class JobMaster(RpcEndpoint):
             log.warning("[JobMaster %s] could not clear the slot requirement at the ResourceManager", self.job_id)
         frees = []
         for slot in list(self.slot_pool.slots.values()):
-            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+            te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
             frees.append(self._free_slot(te, slot.allocation_id))
         if frees:
             await asyncio.gather(*frees)
 
-    async def _free_slot(self, te: Any, allocation_id: str) -> None:
+    async def _free_slot(self, te: gw.TaskExecutorGateway, allocation_id: str) -> None:
         try:
             await te.free_slot(m.FreeSlot(allocation_id=allocation_id, cause=f"job {self.job_id} ended"), timeout=10)
         except Exception:  # noqa: BLE001
@@ -228,7 +228,7 @@ class JobMaster(RpcEndpoint):
             return
 
         async def ask(tm_id: str, attempts: list[str]) -> m.TaskMetricsReport | None:
-            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=tm_id)
+            te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=tm_id)
             try:
                 return await te.request_task_metrics(m.TaskMetricsRequest(attempt_ids=attempts), timeout=timeout_s)
             except Exception as e:  # noqa: BLE001 - lost or busy TaskManager: keep the last known metrics

@@ -214,7 +214,7 @@ class ResourceManager(RpcEndpoint):
         jobs = self.slot_manager.unregister(tm_id)
         log.warning("[ResourceManager] TaskManager %s (%s) lost: %s", tm_id, where, cause)
         for job_id in jobs:
-            jm = self.rpc.gateway(gw.job_master_endpoint(job_id))
+            jm = self.rpc.gateway(gw.JobMasterGateway, gw.job_master_endpoint(job_id))
             self.spawn(self._notify_lost(jm, m.TaskManagerLost(tm_id=tm_id, cause=f"TaskManager {tm_id} ({where}) was lost: {cause}")))
         try:
             self.provider.release_task_manager(tm_id)
@@ -250,7 +250,7 @@ class ResourceManager(RpcEndpoint):
             last_start_failure=self.last_start_failure if self.start_failures else None,
         )
 
-    async def _notify_lost(self, jm: Any, msg: m.TaskManagerLost) -> None:
+    async def _notify_lost(self, jm: gw.JobMasterGateway, msg: m.TaskManagerLost) -> None:
         try:
             await jm.disconnect_task_manager(msg, timeout=10)
         except Exception:  # noqa: BLE001 - the job may have ended
@@ -283,7 +283,7 @@ class ResourceManager(RpcEndpoint):
             self._check_resources()
 
     async def _heartbeat(self, tm_id: str) -> None:
-        te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=tm_id)
+        te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=tm_id)
         try:
             hb: m.TaskExecutorHeartbeat = await te.heartbeat_from_resource_manager(
                 m.HeartbeatRequest(sender=self.endpoint_id, resource_manager_id=self.resource_manager_id), timeout=5
@@ -353,7 +353,7 @@ class ResourceManager(RpcEndpoint):
             self.slot_manager.pending_task_managers.pop(tm_id, None)
 
     async def _request_slot(self, a: Allocation) -> None:
-        te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=a.tm_id)
+        te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=a.tm_id)
         try:
             await te.request_slot(
                 m.RequestSlot(allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id),
@@ -373,7 +373,7 @@ class ResourceManager(RpcEndpoint):
 
     async def _finish_release(self, tm_id: str, cause: str, registered: bool) -> None:
         if registered:
-            te = self.rpc.gateway(gw.TASK_EXECUTOR, peer_id=tm_id)
+            te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=tm_id)
             try:
                 await te.release(m.ReleaseTaskExecutor(cause=cause), timeout=3)
             except Exception:  # noqa: BLE001

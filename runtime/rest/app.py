@@ -27,6 +27,7 @@ from runtime.rest import models as rm
 from runtime.rest.limits import DEFAULT_MAX_CONTENT_LENGTH, RequestLimitsMiddleware
 from runtime.graph.validation import validate_job_graph
 from runtime.rpc import messages as m
+from runtime.rpc.gateways import DispatcherGateway, ResourceManagerGateway
 from runtime.version import __version__
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def _job_graph_openapi() -> tuple[dict[str, Any], dict[str, Any]]:
     return body, defs
 
 
-def create_app(dispatcher: Any, resource_manager: Any, token: str, hooks: ClusterHooks,
+def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerGateway, token: str, hooks: ClusterHooks,
                max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH) -> FastAPI:
     """The REST API over a Dispatcher and ResourceManager gateway, guarded by `token`; request bodies
     above `max_content_length` bytes are refused while they stream in (rest.server.max-content-length)."""

@@ -20,7 +20,10 @@ import logging
 import struct
 import threading
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+import functools
+import inspect
+import types
+from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -29,6 +32,7 @@ from runtime.rpc import auth, deployment, messages
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+G = TypeVar("G", bound="RpcGateway")  # a gateway Protocol (runtime.rpc.gateways)
 
 _MAX_FRAME = 512 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
@@ -53,11 +57,38 @@ _TYPES = _message_types()
 
 
 def rpc_method(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Marks an endpoint coroutine as callable through gateways."""
+    """Marks an endpoint coroutine as callable through gateways (its gateway Protocol declares it too)."""
     fn.__rpc__ = True  # type: ignore[attr-defined]
     return fn
 
 
+def rpc_methods(endpoint_class: type) -> dict[str, Callable[..., Awaitable[Any]]]:
+    """The @rpc_method coroutines of an endpoint class (inherited ones too), by name."""
+    methods = {name: getattr(endpoint_class, name) for name in dir(endpoint_class) if not name.startswith("_")}
+    return {name: fn for name, fn in methods.items() if getattr(fn, "__rpc__", False)}
+
+
+class RpcGateway(Protocol):
+    """What every gateway offers besides its endpoint's methods (Flink: RpcGateway). The gateway
+    Protocols (runtime.rpc.gateways) extend it; `Gateway` implements them."""
+
+    endpoint_id: str
+
+    def call_sync(self, method: str, arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Any: ...
+
+    def invoke(self, method: str, arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Awaitable[Any]: ...
+
+
+@functools.cache
+def gateway_methods(protocol: type) -> Mapping[str, Callable[..., Awaitable[Any]]]:
+    """The RPC methods a gateway Protocol declares: its async methods (and those of gateway Protocols
+    it extends), not RpcGateway's."""
+    methods: dict[str, Callable[..., Awaitable[Any]]] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass in (object, RpcGateway) or klass.__module__ == "typing":  # Protocol, Generic
+            continue
+        methods.update((n, v) for n, v in vars(klass).items() if not n.startswith("_") and inspect.iscoroutinefunction(v))
+    return types.MappingProxyType(methods)
 
 
 def _malformed_call(frame: dict[str, Any]) -> str | None:
@@ -177,28 +208,51 @@ class RpcEndpoint:
 
 
 class Gateway:
-    """Proxy to an endpoint: `await gw.method(msg)`; `gw.call_sync("method", msg)` from plain threads."""
+    """Proxy to an endpoint, implementing its gateway Protocol: `await gw.method(msg, timeout=...)`.
 
-    def __init__(self, invoker: Callable[[str, Any, float], Awaitable[Any]], endpoint_id: str, token: str | None = None) -> None:
+    `RpcService.gateway` hands it out typed as the Protocol. Only the Protocol's methods exist: a
+    name it does not declare fails here, not at the endpoint. From plain threads, `sync(gw.method(msg))`
+    (typed) or `gw.call_sync("method", msg)`.
+    """
+
+    def __init__(
+        self, protocol: type, invoker: Callable[[str, Any, float], Awaitable[Any]], endpoint_id: str, token: str | None = None
+    ) -> None:
+        self._methods = frozenset(gateway_methods(protocol))
+        if not self._methods:
+            raise TypeError(f"{protocol.__name__} is not a gateway Protocol: it declares no async methods")
+        self.protocol = protocol
         self._invoker = invoker
         self.endpoint_id = endpoint_id
         self.token = token
 
+    def _check(self, method: str) -> None:
+        if method not in self._methods:
+            raise AttributeError(f"{self.protocol.__name__} has no method {method!r} (endpoint {self.endpoint_id})")
+
     def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
         if method.startswith("_"):
             raise AttributeError(method)
+        self._check(method)
 
         def call(arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Awaitable[Any]:
             return self._invoker(method, arg, timeout)
 
+        call.__name__ = method
         return call
 
     def call_sync(self, method: str, arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+        """The call by name, waited for from a plain thread (`sync` is the typed form)."""
+        self._check(method)
         return _run_anywhere(self._invoker(method, arg, timeout), timeout + 1)
 
     def invoke(self, method: str, arg: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> Awaitable[Any]:
-        """The call as an awaitable (e.g. for an OrderedSender)."""
+        """The call by name as an awaitable (e.g. for an OrderedSender)."""
+        self._check(method)
         return self._invoker(method, arg, timeout)
+
+    def __repr__(self) -> str:
+        return f"<{self.protocol.__name__} to {self.endpoint_id}>"
 
 
 _bg_loop: asyncio.AbstractEventLoop | None = None
@@ -215,7 +269,16 @@ def background_loop() -> asyncio.AbstractEventLoop:
         return _bg_loop
 
 
-def _run_anywhere(aw: Awaitable[T], timeout: float) -> T:
+def sync(call: Awaitable[T], timeout: float | None = None) -> T:
+    """Wait from a plain thread (a task, a client) for a gateway call: `sync(gw.list_jobs(m.Empty(), timeout=10))`.
+
+    The call's own timeout bounds the wait; `timeout` only adds a bound of its own. Not from an
+    endpoint's main thread (it would stop answering while it waits): there, `await` the call.
+    """
+    return _run_anywhere(call, timeout)
+
+
+def _run_anywhere(aw: Awaitable[T], timeout: float | None) -> T:
     """Run an awaitable from a plain thread (task threads, client threads)."""
 
     async def _wrap() -> T:
@@ -441,11 +504,18 @@ class RpcService:
         return self._endpoints.get(endpoint_id)
 
     # gateways ------------------------------------------------------------------------------
-    def gateway(self, endpoint_id: str, peer_id: str | None = None, token: str | None = None) -> Gateway:
-        """Gateway to `endpoint_id`: in this process when peer_id is None, else over that peer's connection."""
+    # `protocol` is a gateway Protocol class; spelled Callable[..., G], not type[G], because mypy
+    # refuses a Protocol where type[G] is expected ([type-abstract], python/mypy#4717)
+    def gateway(self, protocol: Callable[..., G], endpoint_id: str, peer_id: str | None = None, token: str | None = None) -> G:
+        """Gateway to `endpoint_id`, typed as its Protocol (runtime.rpc.gateways): in this process when
+        peer_id is None, else over that peer's connection (Flink: RpcService.connect(address, clazz))."""
+        if not isinstance(protocol, type):
+            raise TypeError(f"a gateway needs its Protocol class, got {protocol!r}")
         if peer_id is None or peer_id == self.node_id:
-            return Gateway(self._local_invoker(endpoint_id, token), endpoint_id, token)
-        return Gateway(self._remote_invoker(peer_id, endpoint_id, token), endpoint_id, token)
+            invoker = self._local_invoker(endpoint_id, token)
+        else:
+            invoker = self._remote_invoker(peer_id, endpoint_id, token)
+        return cast(G, Gateway(protocol, invoker, endpoint_id, token))
 
     def _local_invoker(self, endpoint_id: str, token: str | None) -> Callable[[str, Any, float], Awaitable[Any]]:
         async def invoke(method: str, arg: Any, timeout: float) -> Any:
@@ -466,7 +536,12 @@ class RpcService:
             if conn is None or conn.closed:
                 raise RpcError(f"no connection to {peer_id}")
             fut = asyncio.run_coroutine_threadsafe(conn.call(endpoint_id, method, arg, token, timeout), self.loop)
-            return await asyncio.wrap_future(fut)
+            try:
+                # conn.call times out by itself; this bound holds even when the I/O loop has stopped
+                # and never finishes `fut` (a task reporting while its TaskManager shuts down)
+                return await asyncio.wait_for(asyncio.wrap_future(fut), timeout + 1)
+            except asyncio.TimeoutError as e:
+                raise RpcError(f"call {endpoint_id}.{method} to {peer_id} timed out after {timeout}s") from e
 
         return invoke
 

@@ -15,7 +15,7 @@ from runtime.core.states import SlotState
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskDeploymentDescriptor
-from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method
+from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method, sync
 from runtime.taskmanager.memory import MemoryWatchdog, RunningTask
 from runtime.rpc.ordered_sender import OrderedSender
 from runtime.taskmanager.task import Task
@@ -61,7 +61,7 @@ class TaskExecutor(RpcEndpoint):
         self._last_heartbeat = time.monotonic()
         self._heartbeat_timeout_s = 10.0
         self._heartbeat_interval_s = 1.0
-        self._rm = rpc.gateway(gw.RESOURCE_MANAGER, peer_id=jm_peer_id)
+        self._rm = rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER, peer_id=jm_peer_id)
         self._monitor: asyncio.Future | None = None
 
     def _log(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
@@ -194,7 +194,7 @@ class TaskExecutor(RpcEndpoint):
         return m.Ack()
 
     async def _offer_slot(self, msg: m.RequestSlot, slot_index: int) -> None:
-        jm = self.rpc.gateway(msg.job_master_endpoint, peer_id=self.jm_peer_id)
+        jm = self.rpc.gateway(gw.JobMasterGateway, msg.job_master_endpoint, peer_id=self.jm_peer_id)
         offer = m.OfferSlots(
             tm_id=self.tm_id,
             data_address=self.network.address,
@@ -253,7 +253,7 @@ class TaskExecutor(RpcEndpoint):
     @rpc_method
     async def submit_task(self, tdd: TaskDeploymentDescriptor) -> m.Ack:
         self.slot_table.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id)
-        jm = self.rpc.gateway(gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id)
+        jm = self.rpc.gateway(gw.JobMasterGateway, gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id)
         # operator events go out in order without the task waiting for each (Flink's OperatorEventGateway)
         events = OrderedSender(lambda method, msg: jm.invoke(method, msg, timeout=60))
 
@@ -267,7 +267,7 @@ class TaskExecutor(RpcEndpoint):
                     events.flush()
             for i in range(attempts):
                 try:
-                    jm.call_sync("update_task_execution_state", update, timeout=30)
+                    sync(jm.update_task_execution_state(update, timeout=30))
                     return
                 except Exception:
                     if i == attempts - 1 or self.terminated.is_set():
@@ -281,8 +281,9 @@ class TaskExecutor(RpcEndpoint):
         def checkpoint_response(msg: m.AcknowledgeCheckpoint | m.DeclineCheckpoint) -> None:
             if isinstance(msg, m.AcknowledgeCheckpoint):
                 events.flush()  # a checkpoint completes only with the events sent before it (committables)
-            method = "acknowledge_checkpoint" if isinstance(msg, m.AcknowledgeCheckpoint) else "decline_checkpoint"
-            jm.call_sync(method, msg, timeout=60)
+                sync(jm.acknowledge_checkpoint(msg, timeout=60))
+            else:
+                sync(jm.decline_checkpoint(msg, timeout=60))
 
         task = Task(tdd, self.network, self.tm_id, report, send_event, self._task_terminal, checkpoint_response)
         task.flush_operator_events = events.flush

@@ -358,7 +358,7 @@ class Scheduler:
         if self.checkpoints is not None:
             tdd.checkpoint_dir = self.checkpoint_config.table_uri
         tdd.task_restore = self._task_restore(ev)
-        te = self.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+        te = self.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
         try:
             await te.submit_task(tdd, timeout=30)
         except Exception as e:  # noqa: BLE001
@@ -630,10 +630,10 @@ class Scheduler:
             ex.transition_state(ExecutionState.CANCELING)
             slot = ex.assigned_resource if isinstance(ex.assigned_resource, PhysicalSlot) else self.placement.get(ev.id)
             if slot is not None:
-                te = self.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+                te = self.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
                 self.host.spawn(self._cancel_task(te, ev, ex.attempt_id))
 
-    async def _cancel_task(self, te: Any, ev: ExecutionVertex, attempt_id: str) -> None:
+    async def _cancel_task(self, te: gw.TaskExecutorGateway, ev: ExecutionVertex, attempt_id: str) -> None:
         try:
             ack: m.Ack = await te.cancel_task(m.CancelTask(execution_attempt_id=attempt_id), timeout=10)
             gone = not ack.ok  # the TaskExecutor does not know the attempt (never arrived or already ended)
@@ -1096,13 +1096,13 @@ class _CheckpointHost:
         return out
 
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
-        te = self.s.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=task.tm_id)
+        te = self.s.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=task.tm_id)
         ack: m.Ack = await te.trigger_checkpoint(msg, timeout=10)
         if not ack.ok:
             raise RuntimeError(ack.message)
 
     async def send_notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None:
-        te = self.s.host.rpc.gateway(gw.TASK_EXECUTOR, peer_id=task.tm_id)
+        te = self.s.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=task.tm_id)
         await te.notify_checkpoint(msg, timeout=10)
 
     def call_later(self, delay_s: float, callback: Callable[[], None]) -> Any:

@@ -53,7 +53,7 @@ class RestCluster:
 def serve_rest(cluster: MiniCluster) -> Iterator[RestCluster]:
     """The REST API (on 127.0.0.1, a free port) in front of a running cluster; stopped on exit."""
     hooks = TestingClusterHooks()
-    app = create_app(cluster.dispatcher_gateway(), cluster.rpc.gateway(gw.RESOURCE_MANAGER), TOKEN, hooks)
+    app = create_app(cluster.dispatcher_gateway(), cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), TOKEN, hooks)
     server = RestServer(app, host="127.0.0.1", port=0).start()
     try:
         yield RestCluster(cluster, server, hooks)

@@ -21,7 +21,7 @@ LIMIT = 8 * 1024 * 1024
 
 @pytest.fixture
 def small_limit_server(mini_cluster: MiniCluster) -> Iterator[RestServer]:
-    app = create_app(mini_cluster.dispatcher_gateway(), mini_cluster.rpc.gateway(gw.RESOURCE_MANAGER), TOKEN, TestingClusterHooks(),
+    app = create_app(mini_cluster.dispatcher_gateway(), mini_cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), TOKEN, TestingClusterHooks(),
                      max_content_length=LIMIT)
     server = RestServer(app, host="127.0.0.1", port=0).start()
     try:

@@ -203,7 +203,7 @@ def test_malformed_call_frames_of_an_authenticated_peer_are_answered_or_dropped_
         reply = waiter.result(5)
         assert isinstance(reply, RpcError) and "malformed call" in str(reply)
         # the connection still serves calls
-        listed = client.gateway(gw.DISPATCHER, peer_id=peer).call_sync("list_jobs", m.Empty(), timeout=10)
+        listed = client.gateway(gw.DispatcherGateway, gw.DISPATCHER, peer_id=peer).call_sync("list_jobs", m.Empty(), timeout=10)
         assert isinstance(listed, m.JobList)
     finally:
         client.stop()
