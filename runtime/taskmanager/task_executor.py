@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from runtime.core.errors import MillraceError
+from runtime.core.options import task as task_options
 from runtime.core.states import SlotState
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
@@ -23,10 +24,11 @@ from runtime.taskmanager.task_slot_table import TaskSlotTable
 
 log = logging.getLogger(__name__)
 
-CANCEL_TIMEOUT_KEY = "task.cancellation.timeout.s"
-DEFAULT_CANCEL_TIMEOUT_S = 30.0
-CANCEL_INTERVAL_KEY = "task.cancellation.interval.s"
-DEFAULT_CANCEL_INTERVAL_S = 0.5  # grace for a cancelled task to stop by itself before its thread is interrupted
+# the option keys and defaults under their old names (declared in runtime.core.options.task)
+CANCEL_TIMEOUT_KEY = task_options.TASK_CANCELLATION_TIMEOUT.key
+DEFAULT_CANCEL_TIMEOUT_S = task_options.DEFAULT_CANCEL_TIMEOUT_S
+CANCEL_INTERVAL_KEY = task_options.TASK_CANCELLATION_INTERVAL.key
+DEFAULT_CANCEL_INTERVAL_S = task_options.DEFAULT_CANCEL_INTERVAL_S  # grace for a cancelled task to stop by itself before its thread is interrupted
 
 
 class TaskExecutor(RpcEndpoint):
@@ -145,8 +147,8 @@ class TaskExecutor(RpcEndpoint):
     def _cancel(self, task: Task) -> None:
         """Cancel a task and arm the watchdog (Flink: TaskCancelerWatchDog)."""
         task.cancel()
-        timeout = float(task.tdd.config.get(CANCEL_TIMEOUT_KEY, DEFAULT_CANCEL_TIMEOUT_S))
-        interval = float(task.tdd.config.get(CANCEL_INTERVAL_KEY, DEFAULT_CANCEL_INTERVAL_S))
+        timeout = task.settings.cancellation_timeout_s
+        interval = task.settings.cancellation_interval_s
         self.loop.call_later(min(interval, timeout), self._interrupt_if_running, task, interval)
         self.loop.call_later(timeout, self._check_cancelled, task, timeout)
 

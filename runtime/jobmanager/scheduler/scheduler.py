@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import cloudpickle
 
-from runtime.core.checkpoint import SAVEPOINT_IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY, SAVEPOINTS_DIR_KEY
+from runtime.core.options import checkpointing as checkpointing_options
+from runtime.core.options import jobmanager as jobmanager_options
 from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError, StopWithSavepointStoppingError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SLOT_REQUEST_TIMEOUT_S = 60.0
+DEFAULT_SLOT_REQUEST_TIMEOUT_S = jobmanager_options.DEFAULT_SLOT_REQUEST_TIMEOUT_S
 FINAL_SAVEPOINT_ATTEMPTS = 3  # execution.end-of-input.savepoint: tries before the job fails
 _CONSEQUENTIAL_FAILURES = frozenset(
     {"ProducerFailedError", "PartitionReleasedError", "PartitionConnectionError", "TaskCanceled", "TaskManagerLostError"}
@@ -94,7 +95,7 @@ class Scheduler:
         # a lazily scheduled job runs with fewer slots than its parallelism (min_count)
         self.resource_requirements = least_resource_requirements(job_graph)
         self.slots_needed = sum(r.count for r in self.resource_requirements)
-        self.slot_timeout_s = float(job_graph.config.get("slot.request.timeout.s", DEFAULT_SLOT_REQUEST_TIMEOUT_S))
+        self.slot_timeout_s = jobmanager_options.SLOT_REQUEST_TIMEOUT.get(job_graph.config)
         self.checkpoint_config = CheckpointCoordinatorConfiguration.from_config(job_graph.config, self.job_id)
         self.failover_strategy = failover_strategy_from_config(
             job_graph.config, self._blocking_partition_available if self.partitions is not None else None
@@ -200,13 +201,13 @@ class Scheduler:
     async def _restore_savepoint(self) -> None:
         """`execution.savepoint.path` (run -s): validate the savepoint against this program, then
         restore every task and operator coordinator from it (Flink: StateAssignmentOperation)."""
-        path = self.job_graph.config.get(SAVEPOINT_PATH_KEY)
+        path = checkpointing_options.SAVEPOINT_PATH.get(self.job_graph.config)
         if not path:
             return
         from runtime.storage.savepoints import read_savepoint
 
         sp = await self._run_io(read_savepoint, path)
-        allow_non_restored = str(self.job_graph.config.get(SAVEPOINT_IGNORE_UNCLAIMED_KEY, "false")).strip().lower() == "true"
+        allow_non_restored = checkpointing_options.SAVEPOINT_IGNORE_UNCLAIMED_STATE.get(self.job_graph.config)
         ops = {op.operator_id: (op, jv) for jv in self.job_graph.vertices for op in jv.operators}
         with_state = set(sp.operator_files) | {op for op, c in sp.committables.items() if c}
         for op_id in sorted(with_state - set(ops)):
@@ -750,7 +751,7 @@ class Scheduler:
             raise CheckpointError(f"job {self.job_id} is {self.status.state.name}{' and finishing' if self.finishing else ''}: savepoints need a running streaming job")
         from runtime.storage.savepoints import default_savepoints_base, new_savepoint_location
 
-        base = target_directory or self.job_graph.config.get(SAVEPOINTS_DIR_KEY) or default_savepoints_base(self.job_graph.job_name)
+        base = target_directory or checkpointing_options.SAVEPOINT_DIRECTORY.get(self.job_graph.config) or default_savepoints_base(self.job_graph.job_name)
         location = new_savepoint_location(base, self.job_id)
         meta = await self.checkpoints.trigger_savepoint(m.SavepointOptions(target=location, stop=stop, drain=drain))
         if stop:

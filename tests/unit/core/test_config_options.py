@@ -5,9 +5,11 @@ from __future__ import annotations
 import enum
 import pkgutil
 import re
+from pathlib import Path
 
 import pytest
 
+import runtime
 import runtime.core.options as options_pkg
 from runtime.core.config_options import ConfigOption, ConfigOptions
 from runtime.core.errors import ConfigurationError, MillraceError
@@ -151,6 +153,14 @@ def test_every_option_is_declared_once_with_a_description() -> None:
     assert lookup("execution.checkpointing.timeout") is not None
     assert lookup("state.backend") is lookup("state.backend.type")  # a deprecated key finds its option
     assert lookup("no.such.key") is None
+
+
+def test_no_module_declares_a_key_string_of_its_own() -> None:
+    """Every `*_KEY` constant is an option's key (`X_KEY = OPTION.key`), never a string literal."""
+    root = Path(runtime.__file__).parent
+    literal = re.compile(r"^\s*[A-Z_]+_KEYS?\s*(?::[^=\n]*)?=\s*\(?\s*[\"']", re.MULTILINE)
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py") if literal.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
 
 
 # -- the family parsers ----------------------------------------------------------------------
