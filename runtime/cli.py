@@ -510,7 +510,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     home = millrace_home(args.home)
     if args.cluster_command == "start":
         cfg = _cluster_config(args, "session", home, host=args.host, rest_port=args.rest_port, idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None)
-        print(f"Starting a session cluster ({cfg.task_managers} TaskManager(s) x {cfg.slots_per_task_manager} slot(s) on {cfg.spark_master_url() if cfg.provider == 'spark' else 'local processes'}) ...", flush=True)
+        rm = cfg.cluster.resource_manager
+        where = cfg.spark_master_url() if cfg.cluster.provider == "spark" else "local processes"
+        print(f"Starting a session cluster ({rm.initial_task_managers} TaskManager(s) x {rm.slots_per_tm} slot(s) on {where}) ...", flush=True)
         _, endpoint = start_cluster_process(cfg)
         print(f"Session cluster running: REST API {endpoint.url}, pid {endpoint.pid}\nCluster file (URL and access token): {home}/cluster.json\nLog: {endpoint.log}")
         return 0

@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from runtime.api.execution import use_executor
 from runtime.core.gc_tuning import GcConfig, tune_gc
@@ -34,7 +34,6 @@ from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.deploy.program import run_program
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
-from runtime.taskmanager.memory import TaskManagerMemoryConfig
 
 log = logging.getLogger("millrace.cluster")
 
@@ -48,27 +47,81 @@ class ApplicationSpec(BaseModel):
     config: dict[str, str] = Field(default_factory=dict, description="job configuration, e.g. parallelism.default")
 
 
+# what a session cluster gets unless told otherwise: one TaskManager started up front and kept, at
+# most 8, the ones above the minimum released after 30 s idle (Flink: resourcemanager.taskmanager-timeout)
+DEFAULT_MAX_TASK_MANAGERS = 8
+SESSION_CLUSTER_DEFAULTS: dict[str, Any] = {
+    "provider": "spark",
+    "resource_manager": {
+        "initial_task_managers": 1, "min_task_managers": 1, "max_task_managers": DEFAULT_MAX_TASK_MANAGERS, "idle_timeout_s": 30.0,
+    },
+}
+
+# the flat names ClusterConfig took before the JobManager and its TaskManagers were one nested
+# MiniClusterConfig (the CLI and benchmarks pass them): flat name -> MiniClusterConfig field
+FLAT_CLUSTER_FIELDS = {"provider": "provider", "host": "host", "rpc_port": "port", "task_manager_memory": "task_manager_memory"}
+# flat names of the ResourceManager's settings: `task_managers` is the session's minimum, started up front
+FLAT_CLUSTER_RESOURCE_MANAGER_FIELDS = {
+    "slots_per_task_manager": "slots_per_tm", "max_task_managers": "max_task_managers", "idle_timeout_s": "idle_timeout_s",
+}
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value.model_dump() if isinstance(value, BaseModel) else dict(value or {})
+
+
 class ClusterConfig(BaseModel):
-    """Everything `millrace cluster start` / `run --mode ...` can set, with the defaults a session gets."""
+    """Everything `millrace cluster start` / `run --mode ...` can set, with the defaults a session gets.
+
+    The JobManager and its TaskManagers are one nested MiniClusterConfig (`cluster`), handed to the
+    MiniCluster whole; the flat names the CLI uses (provider, host, rpc_port, task_managers,
+    slots_per_task_manager, max_task_managers, idle_timeout_s, task_manager_memory, log_level) are
+    still accepted and land in it.
+    """
 
     mode: Mode = "session"
     home: str = Field(description="folder of cluster.json and the log")
-    provider: Literal["spark", "local"] = Field("spark", description="where TaskManagers run")
     spark_master: str | None = Field(None, description="Spark master URL; default local[max_task_managers]")
-    task_managers: int = Field(1, ge=0, description="TaskManagers started up front and kept (session mode)")
-    slots_per_task_manager: int = Field(1, ge=1)
-    max_task_managers: int = Field(8, ge=1, description="the ResourceManager never asks for more")
-    idle_timeout_s: float | None = Field(30.0, description="release TaskManagers idle this long (above the minimum)")
-    host: str = Field("127.0.0.1", description="bind address of the REST API and the JobManager RPC port")
     rest_port: int = Field(0, ge=0, le=65535, description="0 = any free port")
     rest_max_content_length: int = Field(
         104_857_600, ge=1024, description="largest request body the REST API accepts, in bytes (Flink: rest.server.max-content-length)"
     )
-    rpc_port: int = Field(0, ge=0, le=65535)
-    log_level: str = "INFO"
-    task_manager_memory: TaskManagerMemoryConfig = Field(default_factory=TaskManagerMemoryConfig, description="TaskManager memory budgets (docs/memory.md)")
+    log_level: str = Field("INFO", description="the JobManager process's log level (and the TaskManagers' unless cluster.tm_log_level is set)")
     result_grace_s: float = Field(10.0, description="per-job/application: how long the REST API outlives the work when nobody fetches the result")
     application: ApplicationSpec | None = None
+    cluster: MiniClusterConfig = Field(
+        default_factory=lambda: MiniClusterConfig.model_validate(SESSION_CLUSTER_DEFAULTS),
+        description="the JobManager (its RPC address: also the REST API's and the Spark driver's) and its TaskManagers; "
+        "per-job and application clusters start none up front and keep none idle",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_fields(cls, data: Any) -> Any:
+        """The flat names into `cluster`, over the session defaults (and over a `cluster` given too)."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        given = _as_dict(out.pop("cluster", None))
+        cluster = {**SESSION_CLUSTER_DEFAULTS, **given}
+        rm = {**SESSION_CLUSTER_DEFAULTS["resource_manager"], **_as_dict(given.get("resource_manager"))}
+        for flat, field in FLAT_CLUSTER_FIELDS.items():
+            if flat in out:
+                cluster[field] = out.pop(flat)
+        for flat, field in FLAT_CLUSTER_RESOURCE_MANAGER_FIELDS.items():
+            if flat in out:
+                rm[field] = out.pop(flat)
+        if "task_managers" in out:  # a session's TaskManagers: started up front, and never fewer
+            rm["initial_task_managers"] = rm["min_task_managers"] = out.pop("task_managers")
+        if "log_level" in out and "tm_log_level" not in given:
+            cluster["tm_log_level"] = out["log_level"]
+        out["cluster"] = {**cluster, "resource_manager": rm}
+        return out
+
+    @property
+    def max_task_managers(self) -> int:
+        cap = self.cluster.resource_manager.max_task_managers
+        return DEFAULT_MAX_TASK_MANAGERS if cap is None else cap
 
     def spark_master_url(self) -> str:
         return self.spark_master or f"local[{max(2, self.max_task_managers)}]"
@@ -146,39 +199,27 @@ class ClusterEntrypoint:
         from runtime.rest.server import RestServer
 
         cfg = self.config
-        if cfg.provider == "spark":
+        if cfg.cluster.provider == "spark":
             from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
             started = time.monotonic()
             self._stop_if_requested()
             self._spark_starting = True
             try:
-                self.spark = build_spark_session(SparkSessionConfig(master=cfg.spark_master_url(), app_name=f"millrace-{cfg.mode}-cluster", driver_host=cfg.host))
+                self.spark = build_spark_session(
+                    SparkSessionConfig(master=cfg.spark_master_url(), app_name=f"millrace-{cfg.mode}-cluster", driver_host=cfg.cluster.host)
+                )
             finally:
                 self._spark_starting = False
             self.install_signal_handlers()
             log.info("[cluster] Spark driver up on %s in %.1fs", cfg.spark_master_url(), time.monotonic() - started)
             self._stop_if_requested()
-        session = cfg.mode == "session"
-        self.cluster = MiniCluster(
-            MiniClusterConfig(
-                provider=cfg.provider,
-                slots_per_task_manager=cfg.slots_per_task_manager,
-                max_task_managers=cfg.max_task_managers,
-                host=cfg.host,
-                port=cfg.rpc_port,
-                tm_log_level=cfg.log_level,
-                # session mode pre-starts TaskManagers and keeps them; per-job/application ask on demand
-                initial_task_managers=cfg.task_managers if session else 0,
-                min_task_managers=cfg.task_managers if session else 0,
-                idle_timeout_s=cfg.idle_timeout_s if session else None,
-                task_manager_memory=cfg.task_manager_memory,
-            ),
-            spark=self.spark,
-        ).start()
+        # session mode pre-starts TaskManagers and keeps them; per-job/application ask on demand
+        cluster = cfg.cluster if cfg.mode == "session" else cfg.cluster.with_task_managers_on_demand()
+        self.cluster = MiniCluster(cluster, spark=self.spark).start()
         app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), self.token, self.hooks,
                          max_content_length=cfg.rest_max_content_length)
-        self.rest = RestServer(app, host=cfg.host, port=cfg.rest_port).start()
+        self.rest = RestServer(app, host=cfg.cluster.host, port=cfg.rest_port).start()
         endpoint = ClusterEndpoint(url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"), started_at_ms=self.hooks.started_at_ms)
         self._stop_if_requested()  # never announce a cluster that is about to stop
         write_cluster_file(endpoint, cfg.home)
@@ -255,7 +296,7 @@ class ClusterEntrypoint:
                 getattr(part, method)()
             except Exception as e:  # noqa: BLE001 - the next steps must still run
                 log.warning("[cluster] stopping the %s failed: %s", name, e, exc_info=log.isEnabledFor(logging.DEBUG))
-        if self.config.provider == "spark":
+        if self.config.cluster.provider == "spark":
             from runtime.deploy.spark_session import kill_spark_jvms
 
             # the JVM lives on after spark.stop() until this process exits (or for good, if its

@@ -10,9 +10,9 @@ import os
 import sys
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from runtime.api.execution import FailureListener, StatusListener
 from runtime.deploy.job_client import DispatcherJobClient
@@ -29,41 +29,73 @@ from runtime.taskmanager.memory import TaskManagerMemoryConfig
 log = logging.getLogger(__name__)
 
 
+# the flat names MiniClusterConfig took before its ResourceManager settings were one nested model
+# (tests, benchmarks and callers still pass them): flat name -> ResourceManagerConfig field
+FLAT_RESOURCE_MANAGER_FIELDS = {
+    "slots_per_task_manager": "slots_per_tm",
+    "max_task_managers": "max_task_managers",
+    "initial_task_managers": "initial_task_managers",
+    "min_task_managers": "min_task_managers",
+    "idle_timeout_s": "idle_timeout_s",
+    "task_manager_profile": "task_manager_profile",
+    "max_task_manager_profile": "max_task_manager_profile",
+    "start_retry_interval_s": "start_retry_interval_s",
+    "max_start_retry_interval_s": "max_start_retry_interval_s",
+    "heartbeat_interval_ms": "heartbeat_interval_ms",
+    "heartbeat_timeout_ms": "heartbeat_timeout_ms",
+}
+
+
+def nest_flat_fields(data: Any, nested: str, names: Mapping[str, str], defaults: Mapping[str, Any] | None = None) -> Any:
+    """A model's input with the flat `names` (flat name -> field of the nested model) moved into
+    its `nested` field, over `defaults` for that field and over a nested value given as well.
+    Other inputs (a model instance, JSON already nested) pass through."""
+    if not isinstance(data, dict):
+        return data
+    flat = {names[k]: v for k, v in data.items() if k in names}
+    if not flat and defaults is None:
+        return data
+    out = {k: v for k, v in data.items() if k not in names}
+    given = out.get(nested)
+    if isinstance(given, BaseModel):
+        given = given.model_dump()
+    out[nested] = {**(defaults or {}), **(given or {}), **flat}
+    return out
+
+
 class MiniClusterConfig(BaseModel):
+    """A JobManager in this process and the TaskManagers it starts. The ResourceManager's settings
+    are one nested model, handed to the ResourceManager whole (the flat names of
+    FLAT_RESOURCE_MANAGER_FIELDS are still accepted)."""
+
     provider: Literal["spark", "local"] = Field("local", description="where TaskManagers run")
-    slots_per_task_manager: int = Field(1, ge=1, description="a Python process is one core (GIL): 1 by default")
-    max_task_managers: int | None = Field(None, description="cap on TaskManagers the ResourceManager may request")
-    initial_task_managers: int = Field(0, ge=0, description="default TaskManagers started with the cluster (session mode); 0: on demand")
-    min_task_managers: int = Field(0, ge=0, description="never release below this many; a lost one is replaced")
-    idle_timeout_s: float | None = Field(
-        None, gt=0, description="release a TaskManager whose slots were all free this long, down to min_task_managers; "
-        "None: never (Flink: resourcemanager.taskmanager-timeout, 30 s in a session cluster)"
-    )
-    task_manager_profile: m.ResourceProfile | None = Field(
-        None, description="total resources of a default TaskManager, divided among its slots; "
-        "None: slots_per_task_manager x (1 CPU, 512 MB task heap, 128 MB managed memory)"
-    )
-    max_task_manager_profile: m.ResourceProfile | None = Field(
-        None, description="the largest TaskManager started for a slot sharing group's declared resources; a group "
-        "asking for more fails its job. None: this machine's CPU count, half its memory as heap, a quarter as managed"
-    )
+    host: str = Field("127.0.0.1", description="JobManager bind address")
+    port: int = Field(0, description="JobManager RPC port (0 = any free port)")
+    tm_log_level: str = "INFO"
     task_manager_memory: TaskManagerMemoryConfig = Field(
         default_factory=TaskManagerMemoryConfig, description="each TaskManager's memory budget (its profile's task heap + "
         "managed memory + framework overhead) and how it is enforced (docs/memory.md)"
     )
-    start_retry_interval_s: float = Field(
-        3.0, gt=0, description="wait after a TaskManager failed to start, doubled per failure in a row (Flink: resourcemanager.start-worker.retry-interval)"
-    )
-    max_start_retry_interval_s: float = Field(60.0, gt=0, description="the longest wait between failing TaskManager starts")
-    host: str = Field("127.0.0.1", description="JobManager bind address")
-    port: int = Field(0, description="JobManager RPC port (0 = any free port)")
-    heartbeat_interval_ms: int = 1000
-    heartbeat_timeout_ms: int = 10000
-    tm_log_level: str = "INFO"
     echo_task_manager_stdout: bool = Field(
         False, description="write what tasks print to this process's stdout (an embedded run: the client's); "
         "always kept per TaskManager for REST /taskmanagers/{id}/stdout"
     )
+    resource_manager: ResourceManagerConfig = Field(
+        default_factory=ResourceManagerConfig,
+        description="how many TaskManagers of which size, when they start and are released, heartbeats; "
+        "max_task_manager_profile None: this machine's CPU count, half its memory as heap, a quarter as managed",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_resource_manager_fields(cls, data: Any) -> Any:
+        return nest_flat_fields(data, "resource_manager", FLAT_RESOURCE_MANAGER_FIELDS)
+
+    def with_task_managers_on_demand(self) -> "MiniClusterConfig":
+        """This cluster with no TaskManager started up front or kept while idle: a per-job or
+        application cluster asks for them as its job needs them and lets them go with it."""
+        rm = self.resource_manager.model_copy(update={"initial_task_managers": 0, "min_task_managers": 0, "idle_timeout_s": None})
+        return self.model_copy(update={"resource_manager": rm})
 
 
 def _echo_stdout(tm_id: str, text: str) -> None:
@@ -121,21 +153,11 @@ class MiniCluster:
         return self
 
     def resource_manager_config(self) -> ResourceManagerConfig:
-        cfg = self.config
-        default_tm = cfg.task_manager_profile or m.ResourceProfile().multiply(cfg.slots_per_task_manager)
-        return ResourceManagerConfig(
-            slots_per_tm=cfg.slots_per_task_manager,
-            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-            heartbeat_timeout_ms=cfg.heartbeat_timeout_ms,
-            max_task_managers=cfg.max_task_managers,
-            initial_task_managers=cfg.initial_task_managers,
-            min_task_managers=cfg.min_task_managers,
-            idle_timeout_s=cfg.idle_timeout_s,
-            start_retry_interval_s=cfg.start_retry_interval_s,
-            max_start_retry_interval_s=cfg.max_start_retry_interval_s,
-            task_manager_profile=default_tm,
-            max_task_manager_profile=cfg.max_task_manager_profile or machine_task_manager_profile().max_with(default_tm),
-        )
+        """The nested ResourceManager settings, whole; an unset largest TaskManager is this machine's."""
+        rm = self.config.resource_manager
+        if rm.max_task_manager_profile is not None:
+            return rm
+        return rm.model_copy(update={"max_task_manager_profile": machine_task_manager_profile().max_with(rm.default_task_manager_profile)})
 
     @property
     def address(self) -> tuple[str, int]:
