@@ -19,7 +19,7 @@ from runtime.core.execution_modes import CheckpointingMode
 from runtime.core.options import checkpointing as co
 from runtime.core.options import state as so
 from runtime.core.options.checkpointing import MINIMAL_CHECKPOINT_TIME_MS
-from runtime.core.options.state import STATE_BACKEND_TYPES
+from runtime.core.options.state import STATE_BACKEND_TYPES  # noqa: F401 - re-exported from its old home
 
 # the option keys under their old names (declared in runtime.core.options.checkpointing and .state)
 CHECKPOINT_INTERVAL_KEY = co.CHECKPOINTING_INTERVAL.key

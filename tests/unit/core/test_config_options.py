@@ -13,7 +13,7 @@ import runtime
 import runtime.core.options as options_pkg
 from runtime.core.config_options import ConfigOption, ConfigOptions
 from runtime.core.errors import ConfigurationError, MillraceError
-from runtime.core.options import FAMILIES, all_options, families, lookup
+from runtime.core.options import FAMILIES, all_options, lookup
 from runtime.core.options.checkpointing import CheckpointingSettings
 from runtime.core.options.restart import (
     ExponentialDelaySettings,
