@@ -4,7 +4,7 @@ Runs in one process, side by side, every output checked against `windowed_sum.re
   - plain_python_loop: the computation as a per-event Python loop (what a Python programmer
     writes first; what the per-record path should be compared with);
   - numpy_single_process: the same generator and group-by vectorized with numpy in one process
-    (a dense group-by with np.bincount): the best plain program for the columnar path's work;
+    (a sort-based group-by; best of 3): the best plain program for the columnar path's work;
   - numpy_single_process_delta: the same, then written to a Delta table with deltalake: the fair
     limit for the whole job, which ends in a Delta commit too;
   - millrace_columnar_p1 / _p2: the job on a MiniCluster whose TaskManagers run on Spark executors
@@ -59,20 +59,33 @@ def plain_loop(events: int) -> dict[tuple[int, int], tuple[int, int]]:
     return {k: (c, s) for k, (c, s) in acc.items()}
 
 
+BASELINE_REPEATS = 3
+
+
 def numpy_windowed_sum(events: int) -> dict[str, np.ndarray]:
-    """The job as one vectorized program: generate, double, then a dense group-by on (window, user)."""
+    """The job as one vectorized program: generate, double, then a sort-based group-by on (window, user).
+
+    The group id and the value are packed into one int64 and sorted together (numpy sorts int64 in a
+    few tens of ms for 2M), so the sums need no argsort: the fastest plain numpy found for this
+    shape (a dense np.bincount over windows x users allocates 20M bins and is 3-4x slower)."""
     cols = windowed_sum.event_columns(np.arange(events, dtype=np.int64))
     ts, user, value = cols["ts_ms"], cols["user_id"], cols["value"] * 2
     window = ts - ts % windowed_sum.WINDOW_MS
     first = int(window.min())
     users = int(user.max()) + 1
     group = (window - first) // windowed_sum.WINDOW_MS * users + user
-    counts = np.bincount(group)
-    sums = np.bincount(group, weights=value)  # float64: exact below 2**53
-    nz = np.flatnonzero(counts)
+    bits = max(1, int(value.max()).bit_length())
+    if int(group.max()).bit_length() + bits < 63:
+        packed = np.sort(group << bits | value)
+        group_sorted, value_sorted = packed >> bits, packed & ((1 << bits) - 1)
+    else:  # values too wide to pack beside the group id
+        order = np.argsort(group, kind="stable")
+        group_sorted, value_sorted = group[order], value[order]
+    starts = np.flatnonzero(np.r_[True, group_sorted[1:] != group_sorted[:-1]])
+    keys = group_sorted[starts]
     return {
-        "user_id": nz % users, "window_start": first + nz // users * windowed_sum.WINDOW_MS,
-        "count": counts[nz], "sum": sums[nz].astype(np.int64),
+        "user_id": keys % users, "window_start": first + keys // users * windowed_sum.WINDOW_MS,
+        "count": np.diff(np.r_[starts, len(group_sorted)]), "sum": np.add.reduceat(value_sorted, starts),
     }
 
 
@@ -119,10 +132,16 @@ def main() -> int:
         seconds = time.perf_counter() - t0
     row("plain_python_loop", n, 1, seconds, cpu, check_in_memory(result, n, len(result)))
 
-    with CpuMeter() as cpu:
-        t0 = time.perf_counter()
-        cols = numpy_windowed_sum(n)
-        seconds = time.perf_counter() - t0
+    # The vectorized baselines take the best of BASELINE_REPEATS runs (their first run pays page
+    # faults and lazy imports the warmed-up cluster runs below do not): a baseline is its best.
+    seconds = float("inf")
+    for _ in range(BASELINE_REPEATS):
+        with CpuMeter() as run_cpu:
+            t0 = time.perf_counter()
+            cols = numpy_windowed_sum(n)
+            elapsed = time.perf_counter() - t0
+        if elapsed < seconds:
+            seconds, cpu = elapsed, run_cpu
     got = {(u, w): (c, s) for u, w, c, s in zip(*(cols[k].tolist() for k in windowed_sum.OUTPUT_COLUMNS))}
     row("numpy_single_process", n, 1, seconds, cpu, check_in_memory(got, n, len(cols["count"])))
 
@@ -131,10 +150,14 @@ def main() -> int:
         from deltalake import write_deltalake
 
         path = str(Path(tmp) / "numpy_delta")
-        with CpuMeter() as cpu:
-            t0 = time.perf_counter()
-            write_deltalake(path, pa.table(numpy_windowed_sum(n)), mode="overwrite")
-            seconds = time.perf_counter() - t0
+        seconds = float("inf")
+        for _ in range(BASELINE_REPEATS):
+            with CpuMeter() as run_cpu:
+                t0 = time.perf_counter()
+                write_deltalake(path, pa.table(numpy_windowed_sum(n)), mode="overwrite")
+                elapsed = time.perf_counter() - t0
+            if elapsed < seconds:
+                seconds, cpu = elapsed, run_cpu
         row("numpy_single_process_delta", n, 1, seconds, cpu, check_windowed_sum(path, n))
 
         for p in (1, 2):
