@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from measure import CpuMeter, check_windowed_sum, emit, require, windowed_sum_reference
+
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
 from runtime.api.datastream import StreamExecutionEnvironment

@@ -7,8 +7,9 @@ import contextlib
 import pickle
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import cloudpickle
 import numpy as np

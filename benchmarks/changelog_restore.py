@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from measure import CpuMeter
+
 from runtime.api.datastream.state import ReducingStateDescriptor
 from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.keygroups import KeyGroupRange

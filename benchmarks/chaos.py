@@ -30,10 +30,12 @@ import signal
 import statistics
 import sys
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # measure.py beside it, also when loaded by a test
-from measure import CpuMeter, check_windowed_sum  # noqa: E402
+from measure import CpuMeter, check_windowed_sum
+
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
 from runtime.api.datastream import StreamExecutionEnvironment

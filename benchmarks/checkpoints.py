@@ -40,15 +40,15 @@ import tempfile
 import time
 from typing import Any
 
+from bench_cluster import KeyOf, bench_cluster, check_sums, checkpointed_sums, expected_sums, generator_emitted, operator_ids
+from measure import CpuMeter, emit, require
+
 from runtime.api.common import Configuration, WatermarkStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.checkpoint import CheckpointingMode
-from bench_cluster import KeyOf, bench_cluster, check_sums, checkpointed_sums, expected_sums, generator_emitted, operator_ids
-from measure import CpuMeter, emit, require
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-
 
 CHANGELOG_OPTIONS: dict[str, str] = {}  # --changelog KEY=VALUE (state.changelog.*) for rocksdb-incremental
 

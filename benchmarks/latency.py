@@ -34,7 +34,6 @@ then {"name": "max_rate_p99_under_50ms", "rate", ...}.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import pickle
 import sys
@@ -46,8 +45,8 @@ from typing import Any
 
 import cloudpickle
 import numpy as np
-
 from measure import CpuMeter, emit, require
+
 from runtime.api.common import Configuration, Row, Types, WatermarkStrategy
 from runtime.api.connectors.base import DEFAULT_BATCH_SECONDS, RateLimiterStrategy
 from runtime.api.connectors.generator import DataGeneratorSource

@@ -10,7 +10,8 @@ import functools
 import json
 import os
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from pipelines.jobs import windowed_sum
 
@@ -77,7 +78,7 @@ class CpuMeter:
         self._started = False
 
     @classmethod
-    def for_cluster(cls, cluster: Any, spark: bool = False) -> "CpuMeter":
+    def for_cluster(cls, cluster: Any, spark: bool = False) -> CpuMeter:
         """An embedded MiniCluster: this process is the JobManager; its TaskManagers by their registered
         pids; with `spark`, every other process below this one (the Spark JVM, its daemons) as "spark"."""
         groups: dict[str, Callable[[], Iterable[int]]] = {
@@ -89,7 +90,7 @@ class CpuMeter:
         return cls(groups)
 
     @classmethod
-    def process_tree(cls) -> "CpuMeter":
+    def process_tree(cls) -> CpuMeter:
         """This process as "jm" and everything below it as "spark" (a Spark job's driver and JVM)."""
         return cls({"jm": lambda: (os.getpid(),), "spark": lambda: descendants(os.getpid())})
 
@@ -116,7 +117,7 @@ class CpuMeter:
         while not self._stop.wait(self._interval_s):
             self._read()
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self._machine = machine_ticks()
         self._read()
         self._started = True

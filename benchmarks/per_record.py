@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
-
 from measure import CpuMeter, check_windowed_sum, emit, require, windowed_sum_reference
+
 from pipelines.jobs import windowed_sum
 from runtime.api.common import WatermarkStrategy
 from runtime.api.connectors.generator import NumberSequenceSource

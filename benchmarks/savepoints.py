@@ -35,16 +35,15 @@ import time
 from typing import Any
 
 import numpy as np
+from bench_cluster import KeyOf, LastValuePerKey, bench_cluster, check_sums, expected_sums, read_last_values
+from measure import CpuMeter, emit, require
 
 from runtime.api.common import Configuration, WatermarkStrategy
 from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
-from bench_cluster import KeyOf, LastValuePerKey, bench_cluster, check_sums, expected_sums, read_last_values
-from measure import CpuMeter, emit, require
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-
 
 EVENTS_PER_KEY = 4
 RUN_SECONDS = 8

@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 
 from measure import CpuMeter
+
 from runtime.api.common.typeinfo import Types
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.deploy.cluster_entrypoint import ClusterConfig
 from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
 from runtime.deploy.remote import rest_client
-
 
 JOB_EVENTS = 100
 

@@ -27,8 +27,9 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # chaos.py beside it
-from chaos import _details  # noqa: E402
-from measure import CpuMeter, check_windowed_sum  # noqa: E402
+from chaos import _details
+from measure import CpuMeter, check_windowed_sum
+
 from pipelines.jobs import windowed_sum
 from runtime.api.common import Configuration
 from runtime.api.datastream import StreamExecutionEnvironment

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from measure import CpuMeter, check_windowed_sum, emit, require, windowed_sum_reference
+
 from pipelines.jobs import windowed_sum  # importable on TaskManagers too (installed package)
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig

@@ -9,7 +9,7 @@ in/out, duration) and the Delta table it left (path, version, row count, schema)
 
 No `from __future__ import annotations` here: Dagster reads the Config classes' annotations.
 """
-from typing import Any, Optional
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
@@ -50,7 +50,7 @@ class UserMinuteTotalsConfig(Config):
         default="",
         description="the windowed_sum Delta table to read; empty: where windowed_sum_table was last materialized (else the warehouse's table)",
     )
-    input_version: Optional[int] = Field(default=None, ge=0, description="version of the input table to read; empty: the newest")
+    input_version: int | None = Field(default=None, ge=0, description="version of the input table to read; empty: the newest")
     output: str = Field(
         default="", description="location of the output Delta table; empty: the warehouse's 'user_minute_totals' table"
     )
@@ -70,7 +70,7 @@ def delta_table_metadata(warehouse: DeltaWarehouseResource, path: str) -> dict[s
     }
 
 
-def _latest_path(context: AssetExecutionContext, key: AssetKey) -> Optional[str]:
+def _latest_path(context: AssetExecutionContext, key: AssetKey) -> str | None:
     event = context.instance.get_latest_materialization_event(key)
     meta = event.asset_materialization.metadata if event is not None and event.asset_materialization is not None else {}
     value = meta.get("delta_table")

@@ -5,17 +5,18 @@ at its `delta_version`), or the warehouse's default location when there is none 
 run in the materializing run (after the asset) or alone from the UI. The logic is in plain
 functions over pyarrow objects, tested on good and bad tables.
 """
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetChecksDefinition, AssetKey, MetadataValue, asset_check
+from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity, AssetKey, MetadataValue, asset_check
 
 from pipelines.tables import TableSpec
 from resources.warehouse import DeltaWarehouseResource
 
 
-def row_count_result(num_rows: int, expected: Optional[int] = None) -> AssetCheckResult:
+def row_count_result(num_rows: int, expected: int | None = None) -> AssetCheckResult:
     """Passes if the table has rows and, when the job reported how many it wrote, exactly that many."""
     meta: dict[str, Any] = {"row_count": num_rows}
     if expected is not None:
@@ -64,7 +65,7 @@ def unique_keys_result(table: pa.Table, key_columns: Sequence[str], examples: in
     )
 
 
-def latest_table_location(context: Any, asset_key: AssetKey, warehouse: DeltaWarehouseResource, default_name: str) -> tuple[str, Optional[int], Optional[int]]:
+def latest_table_location(context: Any, asset_key: AssetKey, warehouse: DeltaWarehouseResource, default_name: str) -> tuple[str, int | None, int | None]:
     """(path, version, rows the job wrote) of the asset's latest materialization, else the default table."""
     event = context.instance.get_latest_materialization_event(asset_key)
     mat = event.asset_materialization if event is not None else None
@@ -88,7 +89,7 @@ def _no_table(path: str) -> AssetCheckResult:
 def table_checks(asset_key: AssetKey, spec: TableSpec) -> list[AssetChecksDefinition]:
     """The three checks of one table asset."""
 
-    def where(context: Any, warehouse: DeltaWarehouseResource) -> tuple[str, Optional[int], Optional[int]]:
+    def where(context: Any, warehouse: DeltaWarehouseResource) -> tuple[str, int | None, int | None]:
         path, version, written = latest_table_location(context, asset_key, warehouse, spec.name)
         return path, (version if version is not None and warehouse.table_version(path) is not None else None), written
 

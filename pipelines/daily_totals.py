@@ -14,7 +14,7 @@
 No `from __future__ import annotations` here: Dagster reads the Config classes' annotations.
 """
 from datetime import date, timedelta
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,7 +58,7 @@ class RunningTotalsConfig(Config):
     parallelism: int = Field(default=2, ge=1, description="parallelism of the Millrace job")
 
 
-def previous_day(day: str) -> Optional[str]:
+def previous_day(day: str) -> str | None:
     """The day before `day`, or None for the first day of the partitions."""
     d = date.fromisoformat(day)
     return None if d <= FIRST_DAY else (d - timedelta(days=1)).isoformat()

@@ -17,7 +17,7 @@ No `from __future__ import annotations` here: Dagster reads the Config classes' 
 """
 import json
 import time
-from typing import Any, Optional
+from typing import Any
 
 from dagster import (
     Config,
@@ -38,7 +38,7 @@ from pydantic import Field
 
 from pipelines.daily_totals import TOTALS_TABLE
 from pipelines.jobs import running_totals as program
-from pipelines.jobs.daily_events import day_name, day_index
+from pipelines.jobs.daily_events import day_index, day_name
 from pipelines.savepoint_registry import LIVE_PREFIX, SavepointEntry, SavepointRegistry, live_partition
 from resources.millrace import MillraceClusterResource
 from resources.warehouse import DeltaWarehouseResource
@@ -165,7 +165,7 @@ def dispose_old(registry: SavepointRegistry, keep: int, log: Any) -> list[str]:
 
 
 @op(description="Retention: dispose every registered savepoint but the newest `keep` per job.")
-def dispose_old_savepoints(context: OpExecutionContext, config: LiveSavepointConfig, warehouse: DeltaWarehouseResource, after: Optional[list[str]] = None) -> list[str]:
+def dispose_old_savepoints(context: OpExecutionContext, config: LiveSavepointConfig, warehouse: DeltaWarehouseResource, after: list[str] | None = None) -> list[str]:
     disposed = dispose_old(SavepointRegistry(warehouse), config.keep, context.log)
     context.add_output_metadata({"disposed": len(disposed), "paths": "\n".join(disposed) or "none"})
     return disposed

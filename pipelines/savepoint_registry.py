@@ -14,8 +14,8 @@ Millrace job id that wrote it. Every change is one Delta commit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -53,12 +53,12 @@ class SavepointEntry:
     millrace_job_id: str
 
     @staticmethod
-    def of(job: str, partition: str, meta: Any) -> "SavepointEntry":
+    def of(job: str, partition: str, meta: Any) -> SavepointEntry:
         """From a savepoint's CheckpointMetadata (runtime.storage.savepoints.read_savepoint)."""
         return SavepointEntry(
             job=job, partition=partition, path=str(meta.location), checkpoint_id=int(meta.checkpoint_id),
             operator_ids=tuple(sorted(meta.parallelism)), state_bytes=int(meta.state_size),
-            created_at=datetime.fromtimestamp((meta.completed_ms or meta.timestamp_ms) / 1000, tz=timezone.utc),
+            created_at=datetime.fromtimestamp((meta.completed_ms or meta.timestamp_ms) / 1000, tz=UTC),
             millrace_job_id=meta.job_id,
         )
 
@@ -68,7 +68,7 @@ class SavepointRegistry:
         self.warehouse = warehouse
         self.path = warehouse.table_path(TABLE)
 
-    def register(self, entry: SavepointEntry) -> Optional[SavepointEntry]:
+    def register(self, entry: SavepointEntry) -> SavepointEntry | None:
         """Add `entry`; returns the entry it replaced (same job and day; live savepoints add up)."""
         live = entry.partition.startswith(LIVE_PREFIX)
         old = None if live else self.lookup(entry.job, entry.partition)
@@ -80,7 +80,7 @@ class SavepointRegistry:
         self.warehouse.replace_rows(self.path, pa.table(row, schema=SCHEMA), where)
         return old if old is not None and old.path != entry.path else None
 
-    def entries(self, job: Optional[str] = None) -> list[SavepointEntry]:
+    def entries(self, job: str | None = None) -> list[SavepointEntry]:
         """Every entry (of `job`), newest first."""
         if self.warehouse.table_version(self.path) is None:
             return []
@@ -91,10 +91,10 @@ class SavepointRegistry:
         ]
         return sorted(out, key=lambda e: (e.created_at, e.checkpoint_id), reverse=True)
 
-    def lookup(self, job: str, partition: str) -> Optional[SavepointEntry]:
+    def lookup(self, job: str, partition: str) -> SavepointEntry | None:
         return next((e for e in self.entries(job) if e.partition == partition), None)
 
-    def newest(self, *jobs: str) -> Optional[SavepointEntry]:
+    def newest(self, *jobs: str) -> SavepointEntry | None:
         """The newest entry of any of `jobs`."""
         entries = sorted((e for j in jobs for e in self.entries(j)), key=lambda e: (e.created_at, e.checkpoint_id), reverse=True)
         return entries[0] if entries else None

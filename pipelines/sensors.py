@@ -9,7 +9,7 @@
   failed because a Millrace job failed, it reports the Millrace job id, status and cause in the
   sensor log and as tags on the failed run (visible in the runs list of the UI).
 """
-from typing import Any, Optional
+from typing import Any
 
 from dagster import (
     AssetSelection,
@@ -72,9 +72,9 @@ class MillraceFailureReport(BaseModel):
 
     run_id: str
     dagster_job: str
-    step_key: Optional[str]
+    step_key: str | None
     millrace_job_id: str
-    millrace_job_name: Optional[str]
+    millrace_job_name: str | None
     status: str
     cause: str
 

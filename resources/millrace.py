@@ -13,7 +13,7 @@ Two modes (Flink's deployment targets seen from a client), see resources/millrac
 `run`, `submit`, `wait`, `status`, `cancel`, ... on the resource are shorthands for the same calls
 on `get_client()`.
 """
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from dagster import ConfigurableResource
 from pydantic import Field, PrivateAttr
@@ -48,14 +48,14 @@ class MillraceClusterResource(ConfigurableResource):
         default="spark",
         description="embedded mode: TaskManagers on the run's Spark executors ('spark') or as local processes ('local')",
     )
-    url: Optional[str] = Field(
+    url: str | None = Field(
         default=None,
         description="session mode: REST URL of the cluster, e.g. EnvVar('MILLRACE_URL'); unset: read the cluster file",
     )
-    token: Optional[str] = Field(
+    token: str | None = Field(
         default=None, description="session mode: the cluster's access token, e.g. EnvVar('MILLRACE_TOKEN')"
     )
-    cluster_file: Optional[str] = Field(
+    cluster_file: str | None = Field(
         default=None,
         description="session mode without url: a cluster.json or the folder holding one (default: $MILLRACE_HOME/cluster.json)",
     )
@@ -64,7 +64,7 @@ class MillraceClusterResource(ConfigurableResource):
     tm_log_level: str = Field(default="WARNING", description="embedded mode: log level of the TaskManager processes")
     spark: SparkResource = Field(description="the Spark session of embedded mode with provider 'spark'")
 
-    _client: Optional[MillraceClient] = PrivateAttr(default=None)
+    _client: MillraceClient | None = PrivateAttr(default=None)
 
     # --- where jobs go ----------------------------------------------------------------------
 
@@ -97,10 +97,10 @@ class MillraceClusterResource(ConfigurableResource):
     def submit(self, job_graph: JobGraph, *, detached: bool = False, context: Any = None) -> SubmittedJob:
         return self.get_client().submit(job_graph, detached=detached, context=context)
 
-    def run(self, job_graph: JobGraph, context: Any = None, timeout_s: Optional[float] = None) -> MillraceRun:
+    def run(self, job_graph: JobGraph, context: Any = None, timeout_s: float | None = None) -> MillraceRun:
         return self.get_client().run(job_graph, context=context, timeout_s=timeout_s)
 
-    def wait(self, job: SubmittedJob, context: Any = None, timeout_s: Optional[float] = None) -> MillraceRun:
+    def wait(self, job: SubmittedJob, context: Any = None, timeout_s: float | None = None) -> MillraceRun:
         return self.get_client().wait(job, context=context, timeout_s=timeout_s)
 
     def status(self, job_id: str) -> JobStatus:

@@ -17,8 +17,9 @@ import abc
 import logging
 import queue
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from dagster import Failure, MetadataValue
 from pydantic import BaseModel, Field
@@ -51,9 +52,9 @@ class MillraceRun(BaseModel):
     job_name: str
     status: str
     duration_ms: int
-    running_ms: Optional[int] = None
+    running_ms: int | None = None
     records_in: int = Field(description="records produced by the job's sources")
-    records_out: Optional[int] = Field(None, description="records written by its sinks (Delta rows committed), if known")
+    records_out: int | None = Field(None, description="records written by its sinks (Delta rows committed), if known")
     chains: int = Field(description="job vertices (operator chains)")
     parallelism: int = Field(description="highest vertex parallelism")
     slots: int = Field(description="task slots the job needs")
@@ -82,12 +83,12 @@ class _StatusQueue:
     """StatusListener that hands transitions to the waiting thread (context.log is used only there)."""
 
     def __init__(self) -> None:
-        self.q: "queue.SimpleQueue[tuple[str, JobStatus, Optional[str]]]" = queue.SimpleQueue()
+        self.q: queue.SimpleQueue[tuple[str, JobStatus, str | None]] = queue.SimpleQueue()
 
-    def __call__(self, job_id: str, status: JobStatus, cause: Optional[str]) -> None:
+    def __call__(self, job_id: str, status: JobStatus, cause: str | None) -> None:
         self.q.put((job_id, status, cause))
 
-    def drain(self) -> list[tuple[str, JobStatus, Optional[str]]]:
+    def drain(self) -> list[tuple[str, JobStatus, str | None]]:
         out = []
         while True:
             try:
@@ -216,11 +217,11 @@ class MillraceClient(abc.ABC):
         )
         return job
 
-    def run(self, job_graph: JobGraph, context: Any = None, timeout_s: Optional[float] = None) -> MillraceRun:
+    def run(self, job_graph: JobGraph, context: Any = None, timeout_s: float | None = None) -> MillraceRun:
         """Submit attached and wait for the end; cancels the job if the step is interrupted."""
         return self.wait(self.submit(job_graph, context=context), context=context, timeout_s=timeout_s)
 
-    def wait(self, job: SubmittedJob, context: Any = None, timeout_s: Optional[float] = None) -> MillraceRun:
+    def wait(self, job: SubmittedJob, context: Any = None, timeout_s: float | None = None) -> MillraceRun:
         """Follow an attached job to its end, logging progress; raises dagster.Failure if it fails."""
         logger = _logger(context)
         tag = f"Millrace job {job.job_id} '{job.job_name}'"
@@ -262,7 +263,7 @@ class MillraceClient(abc.ABC):
                 ) from error
         except Failure:
             raise
-        except BaseException as e:  # noqa: BLE001 - interrupted (run terminated), timed out, or lost the cluster
+        except BaseException as e:  # interrupted (run terminated), timed out, or lost the cluster
             # an attached job belongs to this step: never leave it running behind a step that ended
             reason = "the Dagster run was interrupted" if not isinstance(e, Exception) else f"{type(e).__name__}: {e}"
             logger.warning(f"{tag}: {reason}; cancelling the Millrace job")
@@ -343,15 +344,15 @@ class MillraceClient(abc.ABC):
         return {jid: self.cancel(jid, context=context, wait=wait).name for jid in self.running_jobs(name)}
 
     # --- savepoints (a session cluster's jobs outlive the run that asks) --------------------
-    def trigger_savepoint(self, job_id: str, target_directory: Optional[str] = None, context: Any = None) -> str:
+    def trigger_savepoint(self, job_id: str, target_directory: str | None = None, context: Any = None) -> str:
         """Take a savepoint of a running job; returns its path once it completed."""
         raise self._needs_session("taking a savepoint of a running job")
 
-    def stop_with_savepoint(self, job_id: str, target_directory: Optional[str] = None, drain: bool = False, context: Any = None) -> str:
+    def stop_with_savepoint(self, job_id: str, target_directory: str | None = None, drain: bool = False, context: Any = None) -> str:
         """Stop a running job with a savepoint (FINISHED); returns the savepoint's path."""
         raise self._needs_session("stopping a job with a savepoint")
 
-    def latest_checkpoint_path(self, job_id: str) -> Optional[str]:
+    def latest_checkpoint_path(self, job_id: str) -> str | None:
         """Where the job's newest completed checkpoint or savepoint can be restored from (None: none)."""
         raise self._needs_session("looking up a job's checkpoints")
 
@@ -429,19 +430,19 @@ class SessionMillraceClient(MillraceClient):
     def vertex_records(self, job_id: str) -> dict[str, tuple[int, int]]:
         return vertex_records_from_details(self._details(job_id))
 
-    def trigger_savepoint(self, job_id: str, target_directory: Optional[str] = None, context: Any = None) -> str:
+    def trigger_savepoint(self, job_id: str, target_directory: str | None = None, context: Any = None) -> str:
         rest = self.rest()
         path = rest.wait_for_savepoint(job_id, rest.trigger_savepoint(job_id, target_directory))
         _logger(context).info(f"Millrace job {job_id}: savepoint completed at {path}")
         return path
 
-    def stop_with_savepoint(self, job_id: str, target_directory: Optional[str] = None, drain: bool = False, context: Any = None) -> str:
+    def stop_with_savepoint(self, job_id: str, target_directory: str | None = None, drain: bool = False, context: Any = None) -> str:
         rest = self.rest()
         path = rest.wait_for_savepoint(job_id, rest.stop_with_savepoint(job_id, target_directory, drain))
         _logger(context).info(f"Millrace job {job_id}: stopped with savepoint {path}")
         return path
 
-    def latest_checkpoint_path(self, job_id: str) -> Optional[str]:
+    def latest_checkpoint_path(self, job_id: str) -> str | None:
         """The newer of the job's latest savepoint and its retained checkpoint table."""
         stats = self.rest().job_checkpoints(job_id).model_dump(by_alias=True, mode="json")
         latest = stats.get("latest") or {}

@@ -8,7 +8,7 @@ another directory, write to the same place.
 """
 import os
 import re
-from typing import Any, Optional
+from typing import Any
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -31,10 +31,10 @@ class DeltaWarehouseResource(ConfigurableResource):
     base_path: str = Field(
         default="warehouse", description="base location of the tables: a local folder or a URI (s3://, abfss://, gs://)"
     )
-    checkpoints_path: Optional[str] = Field(
+    checkpoints_path: str | None = Field(
         default=None, description="where jobs' checkpoints go (default: <base_path>/_checkpoints)"
     )
-    savepoints_path: Optional[str] = Field(
+    savepoints_path: str | None = Field(
         default=None, description="where savepoints go (default: <base_path>/_savepoints)"
     )
     storage_options: dict[str, str] = Field(
@@ -72,21 +72,21 @@ class DeltaWarehouseResource(ConfigurableResource):
             return _absolute(path_or_name)
         return self.table_path(path_or_name)
 
-    def options(self) -> Optional[dict[str, str]]:
+    def options(self) -> dict[str, str] | None:
         return dict(self.storage_options) or None
 
-    def table_version(self, path: str) -> Optional[int]:
+    def table_version(self, path: str) -> int | None:
         """The newest version of the table at `path` (None if there is none yet)."""
         return delta_read.table_version(path, self.options())
 
-    def snapshot(self, path: str, version: Optional[int] = None) -> delta_read.DeltaSnapshot:
+    def snapshot(self, path: str, version: int | None = None) -> delta_read.DeltaSnapshot:
         return delta_read.snapshot(path, version, self.options())
 
-    def read_table(self, path: str, version: Optional[int] = None, columns: Optional[list[str]] = None) -> Any:
+    def read_table(self, path: str, version: int | None = None, columns: list[str] | None = None) -> Any:
         """The table as a pyarrow Table."""
         return delta_read.read_table(path, version, columns, self.options())
 
-    def replace_rows(self, path: str, data: Any, where: dict[str, Any], partition_by: Optional[list[str]] = None) -> int:
+    def replace_rows(self, path: str, data: Any, where: dict[str, Any], partition_by: list[str] | None = None) -> int:
         """Replace the rows matching `where` (column -> value) with `data`, in one commit; the new version."""
         from runtime.storage.delta_write import replace_rows
 

@@ -656,7 +656,7 @@ def main(argv: list[str] | None = None) -> None:
 
         kill_spark_jvms()
         code = 128 + (signal.SIGTERM if terminated else signal.SIGINT)
-    except Exception as e:  # noqa: BLE001 - e.g. Spark/Java failing to start: say what, keep the trace for DEBUG
+    except Exception as e:  # e.g. Spark/Java failing to start: say what, keep the trace for DEBUG
         logging.getLogger("millrace.cli").debug("unexpected error", exc_info=True)
         print(f"error: {type(e).__name__}: {e}\n(run with --log-level DEBUG for the full traceback)", file=sys.stderr)
         code = 3

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from runtime.graph.job_graph import (
+    ChainedOperator,
     DistributionPattern,
     IntermediateDataSet,
     JobEdge,
@@ -13,7 +14,6 @@ from runtime.graph.job_graph import (
     JobVertex,
     PartitionerDescriptor,
     ResultPartitionType,
-    ChainedOperator,
 )
 from runtime.graph.transformations import (
     ChainingStrategy,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -191,7 +192,7 @@ class Harness:
         max_parallelism: int = 128,
         backend: str = "hashmap",
         now: int = 0,
-        restore: "KeyedSnapshot | None" = None,
+        restore: KeyedSnapshot | None = None,
     ) -> None:
         self.op = operator
         self.output = CollectingOutput()
@@ -229,12 +230,12 @@ class Harness:
         self.op.close()
 
 
-def keyed_entries(snapshot: "OperatorSnapshot", key_group_range: KeyGroupRange = KeyGroupRange(0, 127)) -> "KeyedSnapshot":
+def keyed_entries(snapshot: OperatorSnapshot, key_group_range: KeyGroupRange = KeyGroupRange(0, 127)) -> KeyedSnapshot:
     """A snapshot's keyed state in the canonical form, whatever the backend wrote (a RocksDB
     checkpoint holds its state entries as native files and only its timers as entries)."""
     from runtime.state.rocksdb import native_to_keyed
 
-    out: "KeyedSnapshot" = {kg: dict(states) for kg, states in snapshot.materialize_keyed().items()}
+    out: KeyedSnapshot = {kg: dict(states) for kg, states in snapshot.materialize_keyed().items()}
     native = snapshot.materialize_native()
     if native is not None:
         for kg, states in native_to_keyed([native], key_group_range).items():
@@ -243,8 +244,8 @@ def keyed_entries(snapshot: "OperatorSnapshot", key_group_range: KeyGroupRange =
 
 
 def through_state_files(
-    snapshot: "OperatorSnapshot | KeyedSnapshot", directory: str, key_group_range: KeyGroupRange
-) -> "KeyedSnapshot":
+    snapshot: OperatorSnapshot | KeyedSnapshot, directory: str, key_group_range: KeyGroupRange
+) -> KeyedSnapshot:
     """A snapshot as a restore sees it: written as checkpoint rows (native files included), read
     back for one key-group range, in the canonical form."""
     from runtime.core.checkpoint import OperatorSnapshot

@@ -6,7 +6,8 @@ import collections
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runtime.core.states import ExecutionState
 from runtime.rpc import messages as m

@@ -10,7 +10,7 @@ over numpy index arrays (x < 2**31, so x*x < 2**62: no overflow in int64).
 """
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 
@@ -39,7 +39,7 @@ def day_name(d: int) -> str:
 
 def day_start_ms(d: int | np.ndarray) -> int | np.ndarray:
     """Epoch ms of the midnight (UTC) that starts day index d."""
-    epoch0 = int(datetime(FIRST_DAY.year, FIRST_DAY.month, FIRST_DAY.day, tzinfo=timezone.utc).timestamp() * 1000)
+    epoch0 = int(datetime(FIRST_DAY.year, FIRST_DAY.month, FIRST_DAY.day, tzinfo=UTC).timestamp() * 1000)
     return epoch0 + d * DAY_MS
 
 

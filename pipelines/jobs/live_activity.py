@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
+from pipelines.jobs.windowed_sum import MODULUS
 from runtime.api.common import Time, TimestampAssigner, WatermarkStrategy
 from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
@@ -27,8 +28,6 @@ from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.aggregates import Aggregates, Count, Sum
 from runtime.api.datastream.window import TumblingEventTimeWindows
 from runtime.core.errors import InvalidProgramError
-
-from pipelines.jobs.windowed_sum import MODULUS
 
 JOB_NAME = "live_activity"
 ENDLESS = (1 << 63) - 1  # Flink's idiom for an unbounded generator: count = Long.MAX_VALUE

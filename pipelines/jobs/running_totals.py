@@ -27,7 +27,8 @@ the previous day's totals.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -147,7 +148,7 @@ def require_totals(savepoint: str) -> None:
 
     try:
         operators = set(read_savepoint(savepoint).parallelism)
-    except Exception as e:  # noqa: BLE001 - a missing or broken savepoint: say which
+    except Exception as e:  # a missing or broken savepoint: say which
         raise InvalidProgramError(f"running_totals: cannot read the savepoint {savepoint}: {e}") from e
     if TOTALS_UID not in operators:
         raise InvalidProgramError(

@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from runtime.core.errors import ConfigurationError
 from runtime.core.options import deployment as deployment_options
@@ -213,7 +214,7 @@ def executor_factory(name: str) -> PipelineExecutorFactory:
         raise ConfigurationError(f"{EXECUTION_TARGET_KEY}: unknown target {name!r}; {hint}")
     try:
         loaded = ep.load()
-    except Exception as e:  # noqa: BLE001 -- a broken plugin must name itself
+    except Exception as e:  # a broken plugin must name itself
         raise ConfigurationError(
             f"{EXECUTION_TARGET_KEY}: the executor factory {ep.value!r} for target {key!r} failed to load: "
             f"{type(e).__name__}: {e}"

@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import operator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, Union, overload
+from typing import Any, overload
 
 from runtime.core.execution_modes import CheckpointingMode
 from runtime.core.options import checkpointing as _checkpointing
@@ -46,12 +47,12 @@ class StateEntries(Sequence[tuple[Any, Any, Any]]):
         self.pairs, self.values = pairs, values
 
     @classmethod
-    def of_map(cls, m: Mapping[tuple[Any, Any], Any]) -> "StateEntries":
+    def of_map(cls, m: Mapping[tuple[Any, Any], Any]) -> StateEntries:
         """A view of a {(key, namespace): value} map, in its iteration order (the map must not change)."""
         return cls(m.keys(), m.values())
 
     @classmethod
-    def of(cls, entries: Iterable[tuple[Any, Any, Any]]) -> "StateEntries":
+    def of(cls, entries: Iterable[tuple[Any, Any, Any]]) -> StateEntries:
         if isinstance(entries, StateEntries):
             return entries
         rows = entries if isinstance(entries, list) else list(entries)
@@ -119,7 +120,7 @@ class OperatorSnapshot:
     """What one operator subtask contributes to a checkpoint."""
 
     # key group -> state; or a zero-argument supplier of that, run on the snapshot thread
-    keyed: Union[KeyedSnapshot, Callable[[], KeyedSnapshot]] = field(default_factory=dict)
+    keyed: KeyedSnapshot | Callable[[], KeyedSnapshot] = field(default_factory=dict)
     # operator (non-keyed) list state: redistributed round-robin over the subtasks on restore
     operator_lists: dict[str, list[Any]] = field(default_factory=dict)
     # union list state: every subtask gets every item on restore
@@ -128,14 +129,14 @@ class OperatorSnapshot:
     committables: list[Any] | None = None
     # keyed state in a backend's native format (RocksDB's checkpoint files), or a supplier of it;
     # checkpoints only: savepoints are canonical (keyed above)
-    native: Union["NativeStateBundle", Callable[[], "NativeStateBundle"], None] = None
+    native: NativeStateBundle | Callable[[], NativeStateBundle] | None = None
     # earlier checkpoints whose files of this task the state builds on (incremental checkpoints)
     shared_checkpoints: list[int] = field(default_factory=list)
     # what the keyed state's types are (Flink: StateMetaInfoSnapshot + the key serializer):
     # {"key": {"declared": ..., "observed": [...]}, "states": {name: {"kind": ..., "type": ...}}}
     # (runtime.state.type_descriptions); or a supplier given the materialized keyed state, whose
     # keys it looks at. None: nothing recorded (operators without a keyed state backend)
-    state_meta: Union[dict[str, Any], Callable[[KeyedSnapshot], dict[str, Any]], None] = None
+    state_meta: dict[str, Any] | Callable[[KeyedSnapshot], dict[str, Any]] | None = None
 
     def materialize_keyed(self) -> KeyedSnapshot:
         k = self.keyed
@@ -145,7 +146,7 @@ class OperatorSnapshot:
         m = self.state_meta
         return m(keyed) if callable(m) else m
 
-    def materialize_native(self) -> "NativeStateBundle | None":
+    def materialize_native(self) -> NativeStateBundle | None:
         n = self.native
         return n() if callable(n) else n
 
@@ -189,7 +190,7 @@ class StateInitializationContext:
 
 
 @contextlib.contextmanager
-def _flag_set(flag: "contextvars.ContextVar[bool]") -> Iterator[None]:
+def _flag_set(flag: contextvars.ContextVar[bool]) -> Iterator[None]:
     token = flag.set(True)
     try:
         yield

@@ -24,8 +24,9 @@ import dataclasses
 import enum
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from runtime.core.durations import format_duration_ms, parse_duration_ms
 from runtime.core.errors import ConfigurationError
@@ -202,14 +203,14 @@ class ConfigOption(Generic[T]):
     checks: tuple[tuple[Callable[[Any], bool], str], ...] = ()
 
     # building ----------------------------------------------------------------------------------
-    def with_deprecated_keys(self, *keys: str) -> "ConfigOption[T]":
+    def with_deprecated_keys(self, *keys: str) -> ConfigOption[T]:
         """Older keys, read (in this order) when `key` is absent (Flink: withDeprecatedKeys)."""
         return dataclasses.replace(self, deprecated_keys=self.deprecated_keys + tuple(keys))
 
-    def with_description(self, description: str) -> "ConfigOption[T]":
+    def with_description(self, description: str) -> ConfigOption[T]:
         return dataclasses.replace(self, description=" ".join(description.split()))
 
-    def check(self, predicate: Callable[[Any], bool], must_be: str) -> "ConfigOption[T]":
+    def check(self, predicate: Callable[[Any], bool], must_be: str) -> ConfigOption[T]:
         """A rule every value must satisfy; a value that breaks it is rejected as
         "<key>: <value> is not allowed; it must be <must_be>"."""
         return dataclasses.replace(self, checks=self.checks + ((predicate, must_be),))
@@ -287,7 +288,7 @@ class TypedOptionBuilder(Generic[T]):
     def no_default_value(self) -> ConfigOption[T | None]:
         return ConfigOption(self._key, self._type, None, has_default=False)
 
-    def as_list(self) -> "TypedOptionBuilder[list[T]]":
+    def as_list(self) -> TypedOptionBuilder[list[T]]:
         """A list of values of this type, separated by ';' (Flink's ListConfigOption)."""
         return TypedOptionBuilder(self._key, _list_type(self._type))
 

@@ -5,7 +5,8 @@ Plain callables are accepted wherever PyFlink accepts them; the API wraps them i
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 IN = TypeVar("IN")
 OUT = TypeVar("OUT")
@@ -170,7 +171,7 @@ class ProcessFunction(Function, Generic[IN, OUT]):
         pass
 
     @abc.abstractmethod
-    def process_element(self, value: IN, ctx: "ProcessFunction.Context") -> Iterable[OUT] | None: ...
+    def process_element(self, value: IN, ctx: ProcessFunction.Context) -> Iterable[OUT] | None: ...
 
 
 class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
@@ -183,9 +184,9 @@ class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
         def time_domain(self) -> int: ...
 
     @abc.abstractmethod
-    def process_element(self, value: IN, ctx: "KeyedProcessFunction.Context") -> Iterable[OUT] | None: ...
+    def process_element(self, value: IN, ctx: KeyedProcessFunction.Context) -> Iterable[OUT] | None: ...
 
-    def on_timer(self, timestamp: int, ctx: "KeyedProcessFunction.OnTimerContext") -> Iterable[OUT] | None:
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[OUT] | None:
         return None
 
 
@@ -210,10 +211,10 @@ class CoProcessFunction(Function):
         pass
 
     @abc.abstractmethod
-    def process_element1(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any] | None: ...
+    def process_element1(self, value: Any, ctx: CoProcessFunction.Context) -> Iterable[Any] | None: ...
 
     @abc.abstractmethod
-    def process_element2(self, value: Any, ctx: "CoProcessFunction.Context") -> Iterable[Any] | None: ...
+    def process_element2(self, value: Any, ctx: CoProcessFunction.Context) -> Iterable[Any] | None: ...
 
 
 class KeyedCoProcessFunction(Function):
@@ -226,12 +227,12 @@ class KeyedCoProcessFunction(Function):
         def time_domain(self) -> int: ...
 
     @abc.abstractmethod
-    def process_element1(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any] | None: ...
+    def process_element1(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterable[Any] | None: ...
 
     @abc.abstractmethod
-    def process_element2(self, value: Any, ctx: "KeyedCoProcessFunction.Context") -> Iterable[Any] | None: ...
+    def process_element2(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterable[Any] | None: ...
 
-    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+    def on_timer(self, timestamp: int, ctx: KeyedCoProcessFunction.OnTimerContext) -> Iterable[Any] | None:
         return None
 
 
@@ -252,14 +253,14 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
         @abc.abstractmethod
         def global_state(self) -> Any: ...
 
-        def output(self, output_tag: "OutputTag", value: Any) -> None:
+        def output(self, output_tag: OutputTag, value: Any) -> None:
             """Emit `value` to the side output `output_tag` (Flink: ProcessWindowFunction.Context.output)."""
             raise NotImplementedError(f"{type(self).__name__} has no side outputs")
 
     @abc.abstractmethod
-    def process(self, key: KEY, context: "ProcessWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...
+    def process(self, key: KEY, context: ProcessWindowFunction.Context, elements: Iterable[IN]) -> Iterable[OUT]: ...
 
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
         pass
 
 
@@ -303,10 +304,10 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction):
         pass
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "BroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any] | None: ...
+    def process_element(self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext) -> Iterable[Any] | None: ...
 
     @abc.abstractmethod
-    def process_broadcast_element(self, value: Any, ctx: "BroadcastProcessFunction.Context") -> Iterable[Any] | None: ...
+    def process_broadcast_element(self, value: Any, ctx: BroadcastProcessFunction.Context) -> Iterable[Any] | None: ...
 
 
 class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
@@ -329,12 +330,12 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
         def time_domain(self) -> int: ...
 
     @abc.abstractmethod
-    def process_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext") -> Iterable[Any] | None: ...
+    def process_element(self, value: Any, ctx: KeyedBroadcastProcessFunction.ReadOnlyContext) -> Iterable[Any] | None: ...
 
     @abc.abstractmethod
-    def process_broadcast_element(self, value: Any, ctx: "KeyedBroadcastProcessFunction.Context") -> Iterable[Any] | None: ...
+    def process_broadcast_element(self, value: Any, ctx: KeyedBroadcastProcessFunction.Context) -> Iterable[Any] | None: ...
 
-    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext") -> Iterable[Any] | None:
+    def on_timer(self, timestamp: int, ctx: KeyedBroadcastProcessFunction.OnTimerContext) -> Iterable[Any] | None:
         return None
 
 
@@ -357,9 +358,9 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     Context = ProcessWindowFunction.Context
 
     @abc.abstractmethod
-    def process(self, context: "ProcessWindowFunction.Context", elements: Iterable[IN]) -> Iterable[OUT]: ...
+    def process(self, context: ProcessWindowFunction.Context, elements: Iterable[IN]) -> Iterable[OUT]: ...
 
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
         pass
 
 

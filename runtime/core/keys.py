@@ -5,7 +5,8 @@ A key selector is a callable `record -> key` (PyFlink's KeySelector or a lambda)
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

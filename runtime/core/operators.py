@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.keygroups import KeyGroupRange

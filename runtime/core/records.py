@@ -7,8 +7,9 @@ end-of-partition, and later checkpoint barriers) travel between batches, never i
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,10 +32,10 @@ class RecordBatch:
         """The records as Python values (Row objects for a ColumnBatch)."""
         raise NotImplementedError
 
-    def take(self, indices: np.ndarray) -> "RecordBatch":
+    def take(self, indices: np.ndarray) -> RecordBatch:
         raise NotImplementedError
 
-    def split_by(self, channel_of_record: np.ndarray, n_channels: int) -> list["RecordBatch | None"]:
+    def split_by(self, channel_of_record: np.ndarray, n_channels: int) -> list[RecordBatch | None]:
         """Split into per-channel batches (order within a channel preserved)."""
         if len(self) == 0:
             return [None] * n_channels
@@ -77,7 +78,7 @@ class ObjectBatch(RecordBatch):
     def rows(self) -> list[Any]:
         return self.values
 
-    def take(self, indices: np.ndarray) -> "ObjectBatch":
+    def take(self, indices: np.ndarray) -> ObjectBatch:
         vals = self.values
         return ObjectBatch(
             [vals[i] for i in indices.tolist()],
@@ -121,7 +122,7 @@ class ColumnBatch(RecordBatch):
         cols = [c.tolist() for c in self.columns.values()]
         return [Row.of(names, vals) for vals in zip(*cols)]
 
-    def take(self, indices: np.ndarray) -> "ColumnBatch":
+    def take(self, indices: np.ndarray) -> ColumnBatch:
         return ColumnBatch(
             {k: v[indices] for k, v in self.columns.items()},
             None if self.timestamps is None else self.timestamps[indices],
@@ -133,7 +134,7 @@ class ColumnBatch(RecordBatch):
         return pa.RecordBatch.from_pydict({k: pa.array(v) for k, v in self.columns.items()})
 
     @classmethod
-    def from_rows(cls, rows: Sequence[Row], timestamps: np.ndarray | None = None) -> "ColumnBatch":
+    def from_rows(cls, rows: Sequence[Row], timestamps: np.ndarray | None = None) -> ColumnBatch:
         if not rows:
             return cls({}, timestamps)
         names = rows[0].field_names

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _INDEX: dict[tuple[str, ...], dict[str, int]] = {}
 
@@ -22,13 +23,13 @@ _values_of = operator.attrgetter("_values")
 
 
 def _field_getter(i: int) -> Any:
-    def get(self: "Row") -> Any:
+    def get(self: Row) -> Any:
         return self._values[i]
 
     return get
 
 
-def _new_via_row(cls: type, *args: Any, **kwargs: Any) -> "Row":
+def _new_via_row(cls: type, *args: Any, **kwargs: Any) -> Row:
     """type(row)(...) on a named Row: a Row for the values given (positional or with their own names)."""
     return Row.__new__(Row, *args, **kwargs)
 
@@ -67,7 +68,7 @@ def named_row_class(rows: list[Any]) -> type | None:
     return t if t.__dict__.get("_named_row", False) else None
 
 
-def named_rows(fields: tuple[str, ...], value_lists: list[list[Any]]) -> list["Row"]:
+def named_rows(fields: tuple[str, ...], value_lists: list[list[Any]]) -> list[Row]:
     """Rows with these field names, one per value list (the lists are taken, not copied)."""
     cls, new = _named_class(fields), object.__new__
     out = []
@@ -112,7 +113,7 @@ class Row:
 
     __slots__ = ("_values", "_fields")
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Row":
+    def __new__(cls, *args: Any, **kwargs: Any) -> Row:
         if kwargs:
             if args:
                 raise ValueError("Row takes positional or named fields, not both")
@@ -133,7 +134,7 @@ class Row:
         """Everything happens in __new__; a user's subclass may still call super().__init__(...)."""
 
     @classmethod
-    def of(cls, fields: tuple[str, ...] | None, values: Iterable[Any]) -> "Row":
+    def of(cls, fields: tuple[str, ...] | None, values: Iterable[Any]) -> Row:
         if cls.__dict__.get("_named_row", False):
             cls = Row  # type(row).of(...): the class follows the names given, not the row's
         if fields is not None:
@@ -143,7 +144,7 @@ class Row:
         row._values = list(values)
         return row
 
-    def __call__(self, *values: Any) -> "Row":
+    def __call__(self, *values: Any) -> Row:
         """PyFlink idiom: `Point = Row("x", "y"); Point(1, 2)`."""
         return Row.of(tuple(self._values), values)
 

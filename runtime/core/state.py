@@ -7,10 +7,11 @@ friends) return a state object bound to the current key of a keyed stream. The b
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
-from runtime.core.functions import AggregateFunction, ReduceFunction
 from runtime.core.errors import InvalidProgramError
+from runtime.core.functions import AggregateFunction, ReduceFunction
 from runtime.core.time import to_millis
 
 T = TypeVar("T")
@@ -136,7 +137,7 @@ class StateDescriptor(abc.ABC):
     def get_name(self) -> str:
         return self.name
 
-    def enable_time_to_live(self, ttl_config: "StateTtlConfig") -> None:
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
         """Entries of this state expire (Flink: StateDescriptor.enableTimeToLive)."""
         if not isinstance(ttl_config, StateTtlConfig):
             raise TypeError(f"enable_time_to_live() needs a StateTtlConfig, got {type(ttl_config).__name__}")
@@ -174,7 +175,7 @@ class StateTtlConfig:
         self.cleanup_full_snapshot = cleanup_full_snapshot
 
     @staticmethod
-    def new_builder(ttl: Any) -> "StateTtlConfig.Builder":
+    def new_builder(ttl: Any) -> StateTtlConfig.Builder:
         return StateTtlConfig.Builder(ttl)
 
     def is_enabled(self) -> bool:
@@ -203,58 +204,58 @@ class StateTtlConfig:
             self._visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
             self._full_snapshot = False
 
-        def set_update_type(self, update_type: str) -> "StateTtlConfig.Builder":
+        def set_update_type(self, update_type: str) -> StateTtlConfig.Builder:
             if update_type not in vars(StateTtlConfig.UpdateType).values():
                 raise ValueError(f"StateTtlConfig: unknown update type {update_type!r}")
             self._update = update_type
             return self
 
-        def update_ttl_on_create_and_write(self) -> "StateTtlConfig.Builder":
+        def update_ttl_on_create_and_write(self) -> StateTtlConfig.Builder:
             return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
 
-        def update_ttl_on_read_and_write(self) -> "StateTtlConfig.Builder":
+        def update_ttl_on_read_and_write(self) -> StateTtlConfig.Builder:
             return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
 
-        def set_state_visibility(self, visibility: str) -> "StateTtlConfig.Builder":
+        def set_state_visibility(self, visibility: str) -> StateTtlConfig.Builder:
             if visibility not in vars(StateTtlConfig.StateVisibility).values():
                 raise ValueError(f"StateTtlConfig: unknown state visibility {visibility!r}")
             self._visibility = visibility
             return self
 
-        def return_expired_if_not_cleaned_up(self) -> "StateTtlConfig.Builder":
+        def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
             return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
 
-        def never_return_expired(self) -> "StateTtlConfig.Builder":
+        def never_return_expired(self) -> StateTtlConfig.Builder:
             return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
 
-        def set_ttl_time_characteristic(self, characteristic: str) -> "StateTtlConfig.Builder":
+        def set_ttl_time_characteristic(self, characteristic: str) -> StateTtlConfig.Builder:
             if characteristic != StateTtlConfig.TtlTimeCharacteristic.ProcessingTime:
                 raise ValueError(f"StateTtlConfig: only processing time is supported, got {characteristic!r}")
             return self
 
-        def use_processing_time(self) -> "StateTtlConfig.Builder":
+        def use_processing_time(self) -> StateTtlConfig.Builder:
             return self
 
-        def cleanup_full_snapshot(self) -> "StateTtlConfig.Builder":
+        def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
             self._full_snapshot = True
             return self
 
         # background clean-up strategies: expired entries are removed on access here in any case
-        def cleanup_incrementally(self, cleanup_size: int = 5, run_cleanup_for_every_record: bool = False) -> "StateTtlConfig.Builder":
+        def cleanup_incrementally(self, cleanup_size: int = 5, run_cleanup_for_every_record: bool = False) -> StateTtlConfig.Builder:
             return self
 
-        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int = 1000, periodic_compaction_time: Any = None) -> "StateTtlConfig.Builder":
+        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int = 1000, periodic_compaction_time: Any = None) -> StateTtlConfig.Builder:
             return self
 
-        def disable_cleanup_in_background(self) -> "StateTtlConfig.Builder":
+        def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
             return self
 
-        def set_ttl(self, ttl: Any) -> "StateTtlConfig.Builder":
+        def set_ttl(self, ttl: Any) -> StateTtlConfig.Builder:
 
             self._ttl_ms = to_millis(ttl)
             return self
 
-        def build(self) -> "StateTtlConfig":
+        def build(self) -> StateTtlConfig:
             return StateTtlConfig(self._ttl_ms, self._update, self._visibility, self._full_snapshot)
 
 

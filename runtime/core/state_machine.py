@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import enum
-from typing import Generic, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Generic, TypeVar
 
 from runtime.core.errors import IllegalStateTransitionError
 

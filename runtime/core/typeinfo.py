@@ -6,7 +6,8 @@ for validation (is this type usable as a key? does this field exist?) and for th
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class TypeInformation:
@@ -31,7 +32,7 @@ class TypeInformation:
     def get_field_names(self) -> list[str] | None:
         return None
 
-    def get_field_types(self) -> list["TypeInformation"] | None:
+    def get_field_types(self) -> list[TypeInformation] | None:
         return None
 
     def __eq__(self, other: object) -> bool:

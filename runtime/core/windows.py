@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import abc
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from runtime.core.records import MAX_TIMESTAMP
 
@@ -29,7 +30,7 @@ class TimeWindow(tuple, Window):
 
     __slots__ = ()
 
-    def __new__(cls, start: int, end: int) -> "TimeWindow":
+    def __new__(cls, start: int, end: int) -> TimeWindow:
         return tuple.__new__(cls, (start, end))
 
     start = property(operator.itemgetter(0), doc="first timestamp in the window")
@@ -41,11 +42,11 @@ class TimeWindow(tuple, Window):
     def max_timestamp(self) -> int:
         return self.end - 1
 
-    def intersects(self, other: "TimeWindow") -> bool:
+    def intersects(self, other: TimeWindow) -> bool:
         # touching windows intersect: sessions [0,5) and [5,10) merge (Flink semantics)
         return self.start <= other.end and self.end >= other.start
 
-    def cover(self, other: "TimeWindow") -> "TimeWindow":
+    def cover(self, other: TimeWindow) -> TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 
     @staticmethod
@@ -55,7 +56,7 @@ class TimeWindow(tuple, Window):
         return timestamp - remainder
 
     @staticmethod
-    def merge_windows(windows: Iterable["TimeWindow"], callback: Any) -> None:
+    def merge_windows(windows: Iterable[TimeWindow], callback: Any) -> None:
         """Flink: TimeWindow.mergeWindows: merge overlapping windows, report groups of > 1."""
         merged: list[tuple[TimeWindow, list[TimeWindow]]] = []
         cur: tuple[TimeWindow, list[TimeWindow]] | None = None
@@ -91,15 +92,15 @@ class CountWindow(Window):
 class GlobalWindow(Window):
     """The single window of GlobalWindows."""
 
-    _instance: "GlobalWindow | None" = None
+    _instance: GlobalWindow | None = None
 
-    def __new__(cls) -> "GlobalWindow":
+    def __new__(cls) -> GlobalWindow:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
 
     @staticmethod
-    def get() -> "GlobalWindow":
+    def get() -> GlobalWindow:
         return GlobalWindow()
 
     def max_timestamp(self) -> int:

@@ -9,7 +9,8 @@ This module stays import-light: the factories import their implementation when a
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from runtime.core.options import deployment as deployment_options
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from runtime.core.logs import FrameworkLogging, configure_framework_logging, framework_logging
 from runtime.core.options import logs as log_options

@@ -294,7 +294,7 @@ class ClusterEntrypoint:
                 continue
             try:
                 getattr(part, method)()
-            except Exception as e:  # noqa: BLE001 - the next steps must still run
+            except Exception as e:  # the next steps must still run
                 log.warning("[cluster] stopping the %s failed: %s", name, e, exc_info=log.isEnabledFor(logging.DEBUG))
         if self.config.cluster.provider == "spark":
             from runtime.deploy.spark_session import kill_spark_jvms
@@ -321,7 +321,7 @@ def main() -> None:
         code = entrypoint.run()
     except KeyboardInterrupt:  # a stop signal while the cluster started
         log.warning("[cluster] stopped while starting (stop requested)")
-    except Exception:  # noqa: BLE001 - the log is where the cluster's operator looks
+    except Exception:  # the log is where the cluster's operator looks
         log.exception("[cluster] failed")
     finally:
         entrypoint.close()

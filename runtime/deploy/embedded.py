@@ -9,7 +9,8 @@ and is torn down when the job's client closes or its result has been fetched.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from runtime.api.execution import FailureListener, JobExecutionResult, StatusListener
 from runtime.core.options import deployment as deployment_options
@@ -61,7 +62,7 @@ class EmbeddedExecutor:
         return self.cluster_config.tm_log_level
 
     @classmethod
-    def from_config(cls, config: Mapping[str, str]) -> "EmbeddedExecutor":
+    def from_config(cls, config: Mapping[str, str]) -> EmbeddedExecutor:
         return cls(deployment_options.TASK_MANAGER_PROVIDER.get(config), deployment_options.SPARK_MASTER.get(config))
 
     def execute(

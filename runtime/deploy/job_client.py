@@ -4,7 +4,8 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import cloudpickle
 

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
 from runtime.taskmanager.memory import TaskManagerMemoryConfig

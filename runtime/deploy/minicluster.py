@@ -10,7 +10,8 @@ import os
 import sys
 import time
 import uuid
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -91,7 +92,7 @@ class MiniClusterConfig(BaseModel):
     def _nest_flat_resource_manager_fields(cls, data: Any) -> Any:
         return nest_flat_fields(data, "resource_manager", FLAT_RESOURCE_MANAGER_FIELDS)
 
-    def with_task_managers_on_demand(self) -> "MiniClusterConfig":
+    def with_task_managers_on_demand(self) -> MiniClusterConfig:
         """This cluster with no TaskManager started up front or kept while idle: a per-job or
         application cluster asks for them as its job needs them and lets them go with it."""
         rm = self.resource_manager.model_copy(update={"initial_task_managers": 0, "min_task_managers": 0, "idle_timeout_s": None})
@@ -124,7 +125,7 @@ class MiniCluster:
         self.resource_manager: ResourceManager | None = None
         self.dispatcher: Dispatcher | None = None
 
-    def start(self) -> "MiniCluster":
+    def start(self) -> MiniCluster:
         cfg = self.config
         if self.provider is None:
             if cfg.provider == "spark":
@@ -191,7 +192,7 @@ class MiniCluster:
                 raise TimeoutError(f"only {len(tms)} of {n} TaskManagers registered within {timeout}s")
             time.sleep(0.05)
 
-    def executor(self) -> "MiniClusterExecutor":
+    def executor(self) -> MiniClusterExecutor:
         return MiniClusterExecutor(self)
 
     def close(self) -> None:
@@ -206,7 +207,7 @@ class MiniCluster:
         self.dispatcher = self.resource_manager = None
         self.rpc = None
 
-    def __enter__(self) -> "MiniCluster":
+    def __enter__(self) -> MiniCluster:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

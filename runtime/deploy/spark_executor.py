@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 

@@ -20,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 MANIFEST = "jars.txt"
 

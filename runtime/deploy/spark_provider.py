@@ -12,7 +12,8 @@ import logging
 import math
 import os
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from runtime.jobmanager.resource_provider import TaskManagerSpec, TerminationHandler
 from runtime.taskmanager.memory import TaskManagerMemoryConfig

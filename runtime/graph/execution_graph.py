@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from runtime.core.errors import IllegalStateTransitionError
 from runtime.core.keygroups import compute_key_group_range_for_operator_index

@@ -7,8 +7,9 @@ graph merged with Tarjan's SCC) and RestartPipelinedRegionFailoverStrategy.getTa
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Hashable, Iterable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from runtime.graph.job_graph import JobGraph, ResultPartitionType
 
@@ -24,7 +25,7 @@ ConsumedResultsOf = Callable[[V], Iterable[tuple[str, V]]]
 class PipelinedRegion:
     """Flink's SchedulingPipelinedRegion: subtasks that must run (and restart) together."""
 
-    vertices: frozenset["ExecutionVertexID"]
+    vertices: frozenset[ExecutionVertexID]
     # blocking partitions produced outside the region that it reads: the region can be
     # scheduled once they are all committed (Flink: getNonPipelinedConsumedPartitionGroups)
     consumed_blocking_partitions: frozenset[str] = frozenset()
@@ -149,11 +150,11 @@ def strongly_connected_components(n: int, out_edges: list[list[int]]) -> list[li
     return sorted(sccs, key=lambda c: c[0])
 
 
-def compute_regions(execution_graph: "ExecutionGraph") -> list[PipelinedRegion]:
+def compute_regions(execution_graph: ExecutionGraph) -> list[PipelinedRegion]:
     """The pipelined regions of an ExecutionGraph, in topological order of their first subtask."""
     eg = execution_graph
 
-    def consumed(vid: "ExecutionVertexID") -> list[tuple[str, "ExecutionVertexID"]]:
+    def consumed(vid: ExecutionVertexID) -> list[tuple[str, ExecutionVertexID]]:
         return [(cp.partition_id, cp.producer) for cp in eg.vertex(vid).consumed_partitions()]
 
     def rtype(partition_id: str) -> ResultPartitionType:
@@ -184,10 +185,10 @@ def compute_logical_regions(job_graph: JobGraph) -> list[frozenset[str]]:
 
 
 def region_failover_restart_set(
-    execution_graph: "ExecutionGraph",
-    failed: "ExecutionVertexID",
+    execution_graph: ExecutionGraph,
+    failed: ExecutionVertexID,
     is_partition_available: Callable[[str], bool],
-) -> set["ExecutionVertexID"]:
+) -> set[ExecutionVertexID]:
     """Subtasks to restart when `failed` fails (RestartPipelinedRegionFailoverStrategy.getTasksToRestart).
 
     The failed task's region; the producer region of every consumed partition that is no longer
@@ -227,7 +228,7 @@ def region_failover_restart_set(
     return {v for r in restart for v in r.vertices}
 
 
-def downstream_regions(execution_graph: "ExecutionGraph", region: PipelinedRegion) -> set[PipelinedRegion]:
+def downstream_regions(execution_graph: ExecutionGraph, region: PipelinedRegion) -> set[PipelinedRegion]:
     """Every region reachable from `region` through produced partitions (excluding itself)."""
     eg = execution_graph
     out: set[PipelinedRegion] = set()

@@ -1,8 +1,9 @@
 """StreamGraph: one node per (non-virtual) operator, edges carry partitioner and input index."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from runtime.graph.transformations import ChainingStrategy, ExchangeMode, PartitionerSpec
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _ids = itertools.count(1)
 
@@ -68,7 +69,7 @@ class Transformation:
     resources: Any = None
 
     @property
-    def inputs(self) -> list["Transformation"]:
+    def inputs(self) -> list[Transformation]:
         return []
 
 

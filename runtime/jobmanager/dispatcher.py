@@ -6,8 +6,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 import cloudpickle
 import pydantic
@@ -169,7 +169,7 @@ class Dispatcher(RpcEndpoint):
         entry = self._entry(msg.job_id)
         try:
             await asyncio.wait_for(entry.done.wait(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         if entry.result is not None:
             return entry.result

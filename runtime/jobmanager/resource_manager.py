@@ -8,7 +8,8 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 

@@ -23,9 +23,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runtime.core.errors import CheckpointError, JobNotRunningError, MillraceError, RpcError, UnknownJobError, UnknownTriggerError
 from runtime.graph.job_graph import JobGraph
+from runtime.graph.validation import validate_job_graph
 from runtime.rest import models as rm
 from runtime.rest.limits import DEFAULT_MAX_CONTENT_LENGTH, RequestLimitsMiddleware
-from runtime.graph.validation import validate_job_graph
 from runtime.rpc import messages as m
 from runtime.rpc.gateways import DispatcherGateway, ResourceManagerGateway
 from runtime.version import __version__

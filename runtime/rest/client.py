@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -56,7 +55,7 @@ class RestClusterClient:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             raise RestError(self._message_of(e), status=e.code) from None
-        except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             reason = getattr(e, "reason", e)
             raise RestError(f"cannot reach the cluster at {self.url} ({method} {path}): {reason}; is it running?", status=0) from None
         if text:

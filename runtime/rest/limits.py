@@ -11,7 +11,8 @@ Every refusal has the API's error shape: `{"errors": [message]}`.
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 DEFAULT_MAX_CONTENT_LENGTH = 104_857_600  # Flink's rest.server.max-content-length: 100 MiB
 MAX_PATH_CHARS = 8192

@@ -196,7 +196,7 @@ class SubtaskInfo(_Timespan):
     backpressure_level: BackpressureLevel = Field(alias="backpressure-level")
     failure: ExceptionInfo | None = None
     # speculative execution: the subtask's other attempts that ran beside this one (Flink's field)
-    other_concurrent_attempts: list["SubtaskInfo"] = Field(default_factory=list, alias="other-concurrent-attempts")
+    other_concurrent_attempts: list[SubtaskInfo] = Field(default_factory=list, alias="other-concurrent-attempts")
 
 
 class VertexInfo(_Timespan):

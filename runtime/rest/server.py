@@ -36,7 +36,7 @@ class RestServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> "RestServer":
+    def start(self, timeout: float = 30.0) -> RestServer:
         """Bind, serve on a background thread, and return once connections are accepted."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -98,7 +98,7 @@ class RestServer:
                 pass
             self._sock = None
 
-    def __enter__(self) -> "RestServer":
+    def __enter__(self) -> RestServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

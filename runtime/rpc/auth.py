@@ -30,7 +30,7 @@ def _mac(secret: str, role: bytes, nonce: bytes) -> bytes:
 async def _read(reader: asyncio.StreamReader, n: int) -> bytes:
     try:
         return await asyncio.wait_for(reader.readexactly(n), HANDSHAKE_TIMEOUT_S)
-    except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as e:
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
         raise AuthenticationError(f"peer closed or stalled during the authentication handshake: {e!r}") from e
 
 

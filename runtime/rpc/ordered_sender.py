@@ -15,7 +15,8 @@ import asyncio
 import collections
 import concurrent.futures
 import threading
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from runtime.rpc.service import background_loop
 

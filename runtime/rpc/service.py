@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
+import inspect
 import itertools
 import json
 import logging
 import struct
 import threading
 import time
-import functools
-import inspect
 import types
-from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -102,7 +103,7 @@ def _malformed_call(frame: dict[str, Any]) -> str | None:
 class RpcEndpoint:
     """Base class of Dispatcher, ResourceManager, JobMaster, TaskExecutor."""
 
-    def __init__(self, rpc: "RpcService", endpoint_id: str) -> None:
+    def __init__(self, rpc: RpcService, endpoint_id: str) -> None:
         self.rpc = rpc
         self.endpoint_id = endpoint_id
         self.fencing_token: str | None = None
@@ -135,7 +136,7 @@ class RpcEndpoint:
         if self._thread.is_alive():
             try:
                 self.run_sync(self._stop_on_main_thread(timeout / 2), timeout=timeout)
-            except Exception:  # noqa: BLE001 - stopping must go on
+            except Exception:  # stopping must go on
                 log.exception("%s: error while stopping", self.endpoint_id)
             self.loop.call_soon_threadsafe(self.loop.stop)
             if threading.current_thread() is not self._thread:
@@ -166,7 +167,7 @@ class RpcEndpoint:
     def in_main_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
-    def run_async(self, coro: Awaitable[T]) -> "concurrent.futures.Future[T]":
+    def run_async(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
         """Schedule a coroutine on this endpoint's main thread (from any thread)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
 
@@ -290,7 +291,7 @@ def _run_anywhere(aw: Awaitable[T], timeout: float | None) -> T:
 class Connection:
     """One authenticated, bidirectional TCP connection between two RpcServices."""
 
-    def __init__(self, service: "RpcService", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, service: RpcService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.service = service
         self.reader = reader
         self.writer = writer
@@ -319,7 +320,7 @@ class Connection:
         try:
             await self.send(frame)
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError as e:
+        except TimeoutError as e:
             raise RpcError(f"call {endpoint_id}.{method} to {self.peer_id} timed out after {timeout}s") from e
         except (ConnectionError, OSError) as e:
             raise RpcError(f"call {endpoint_id}.{method} to {self.peer_id} failed: {e}") from e
@@ -378,7 +379,7 @@ class Connection:
             if result is not None:
                 reply["t"] = type(result).__name__
                 reply["r"] = result.model_dump_json()
-        except Exception as e:  # noqa: BLE001 - errors travel back to the caller
+        except Exception as e:  # errors travel back to the caller
             if not isinstance(e, (RpcError,)):
                 log.debug("rpc %s.%s raised", frame.get("ep"), frame.get("m"), exc_info=True)
             reply = {"k": "err", "id": frame["id"], "e": f"{type(e).__name__}: {e}"}
@@ -438,7 +439,7 @@ class RpcService:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def start(self) -> "RpcService":
+    def start(self) -> RpcService:
         self._thread.start()
         if self.listen:
             asyncio.run_coroutine_threadsafe(self._start_server(), self.loop).result(10)
@@ -466,7 +467,7 @@ class RpcService:
         task = asyncio.create_task(conn.serve())
         try:
             peer_id = await asyncio.wait_for(conn.hello, 10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             conn.abort("no hello")
             return
         self._peers[peer_id] = conn
@@ -525,7 +526,7 @@ class RpcService:
             fut = asyncio.run_coroutine_threadsafe(ep._dispatch(method, arg, token), ep.loop)
             try:
                 return await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
-            except asyncio.TimeoutError as e:
+            except TimeoutError as e:
                 raise RpcError(f"call {endpoint_id}.{method} timed out after {timeout}s") from e
 
         return invoke
@@ -540,7 +541,7 @@ class RpcService:
                 # conn.call times out by itself; this bound holds even when the I/O loop has stopped
                 # and never finishes `fut` (a task reporting while its TaskManager shuts down)
                 return await asyncio.wait_for(asyncio.wrap_future(fut), timeout + 1)
-            except asyncio.TimeoutError as e:
+            except TimeoutError as e:
                 raise RpcError(f"call {endpoint_id}.{method} to {peer_id} timed out after {timeout}s") from e
 
         return invoke
@@ -575,7 +576,7 @@ class RpcService:
         for listener in list(self._lost_listeners):
             try:
                 listener(conn.peer_id, conn.close_cause or "connection closed")
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("peer-lost listener failed")
 
     def stop(self) -> None:

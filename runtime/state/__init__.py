@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from runtime.core.errors import ConfigurationError
 from runtime.core.keygroups import KeyGroupRange
-from runtime.state.changelog import ChangelogOptions
 from runtime.state.backend import VOID_NAMESPACE, KeyedStateBackend, StateError, StateTable
+from runtime.state.changelog import ChangelogOptions
 from runtime.state.heap import HashMapKeyedStateBackend
 
 BACKEND_KINDS = ("hashmap", "rocksdb")
@@ -16,7 +16,7 @@ def create_keyed_state_backend(
     max_parallelism: int = 128,
     operator_id: str = "operator",
     local_dir: str | None = None,
-    changelog: "ChangelogOptions | None" = None,
+    changelog: ChangelogOptions | None = None,
 ) -> KeyedStateBackend:
     """Flink: StateBackend.createKeyedStateBackend. `kind` is Flink's state.backend.type value."""
     rng = key_group_range if key_group_range is not None else KeyGroupRange(0, max_parallelism - 1)

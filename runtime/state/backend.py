@@ -25,9 +25,13 @@ from __future__ import annotations
 import abc
 import logging
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
+from runtime.core.checkpoint import KeyedSnapshot
+from runtime.core.errors import IncompatibleStateError, MillraceError
 from runtime.core.gc_pause import gc_paused
+from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.core.state import (
     AggregatingState,
     AggregatingStateDescriptor,
@@ -39,9 +43,6 @@ from runtime.core.state import (
     StateKind,
     ValueState,
 )
-from runtime.core.checkpoint import KeyedSnapshot
-from runtime.core.errors import IncompatibleStateError, MillraceError
-from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.state.compatibility import KeyTypes, SchemaCompatibility, resolve_key_compatibility, resolve_schema_compatibility
 from runtime.state.type_descriptions import (
     TypeDescription,
@@ -156,7 +157,7 @@ class _KvState:
 
     __slots__ = ("_backend", "_table", "_ns", "descriptor")
 
-    def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: StateDescriptor, namespace: Any) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: StateTable, descriptor: StateDescriptor, namespace: Any) -> None:
         self._backend = backend
         self._table = table
         self._ns = namespace
@@ -268,7 +269,7 @@ class KvListState(_KvState, ListState):
 class KvReducingState(_KvState, ReducingState):
     __slots__ = ("_reduce",)
 
-    def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: ReducingStateDescriptor, namespace: Any) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: StateTable, descriptor: ReducingStateDescriptor, namespace: Any) -> None:
         super().__init__(backend, table, descriptor, namespace)
         self._reduce = descriptor.reduce
 
@@ -292,7 +293,7 @@ class KvReducingState(_KvState, ReducingState):
 class KvAggregatingState(_KvState, AggregatingState):
     __slots__ = ("_agg",)
 
-    def __init__(self, backend: "KeyedStateBackend", table: StateTable, descriptor: AggregatingStateDescriptor, namespace: Any) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: StateTable, descriptor: AggregatingStateDescriptor, namespace: Any) -> None:
         super().__init__(backend, table, descriptor, namespace)
         self._agg = descriptor.agg_function
 
@@ -514,7 +515,7 @@ class KeyedStateBackend(abc.ABC):
                 continue
             try:
                 table.put(kg, key, ns, convert(stored))
-            except Exception as e:  # noqa: BLE001 - a value that does not fit its recorded type
+            except Exception as e:  # a value that does not fit its recorded type
                 raise IncompatibleStateError(
                     f"cannot migrate state {table.name!r} of operator {self.operator_label} from {format_type(old)} to "
                     f"{format_type(new)}: the value of key {key!r} ({stored!r}) does not convert: {type(e).__name__}: {e}. "

@@ -22,8 +22,8 @@ from __future__ import annotations
 import io
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from runtime.core.options import state as state_options
 

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import decimal
 import enum
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from runtime.core.row import Row
 from runtime.state.type_descriptions import (
@@ -66,15 +67,15 @@ class SchemaCompatibility:
     reason: str = ""
 
     @classmethod
-    def compatible_as_is(cls) -> "SchemaCompatibility":
+    def compatible_as_is(cls) -> SchemaCompatibility:
         return _AS_IS
 
     @classmethod
-    def compatible_after_migration(cls, migrate: Migration) -> "SchemaCompatibility":
+    def compatible_after_migration(cls, migrate: Migration) -> SchemaCompatibility:
         return cls(CompatibilityType.COMPATIBLE_AFTER_MIGRATION, migrate)
 
     @classmethod
-    def incompatible(cls, reason: str) -> "SchemaCompatibility":
+    def incompatible(cls, reason: str) -> SchemaCompatibility:
         return cls(CompatibilityType.INCOMPATIBLE, None, reason)
 
     @property
@@ -273,7 +274,7 @@ class KeyTypes:
     observed: frozenset[str] | None = None
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any] | None) -> "KeyTypes":
+    def from_record(cls, record: Mapping[str, Any] | None) -> KeyTypes:
         if not record:
             return cls()
         observed = record.get("observed")

@@ -11,12 +11,13 @@ the supplier hands the entries over as columns (`StateEntries`).
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from runtime.core.state import StateKind
 from runtime.core.checkpoint import KeyedSnapshot, StateEntries, snapshot_is_copy_on_write
-from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
+from runtime.core.keygroups import KeyGroupRange
+from runtime.core.state import StateKind
 from runtime.state.backend import KeyedStateBackend, StateTable
 
 # values nothing can change in place: a snapshot may share them with the live state

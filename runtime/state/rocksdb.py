@@ -18,14 +18,15 @@ import os
 import shutil
 import struct
 import tempfile
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
-from runtime.core.state import StateKind
 from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, StateEntries, in_forked_snapshot_writer
-from runtime.core.keygroups import KeyGroupRange
 from runtime.core.gc_pause import gc_paused
+from runtime.core.keygroups import KeyGroupRange
+from runtime.core.state import StateKind
 from runtime.state.backend import KeyedStateBackend, StateError, StateTable
 from runtime.state.changelog import ChangelogOptions, StateChangelog, encode_log, merge_logs
 from runtime.state.serialization import decode_key, dumps_value, encode_key, loads_state, loads_value
@@ -135,7 +136,7 @@ def read_entries(view: Rdict, kg: int, sid: int, kind: str) -> Sequence[tuple[An
 
 
 class RocksDBStateTable(StateTable):
-    def __init__(self, backend: "RocksDBKeyedStateBackend", name: str, kind: str, state_id: int) -> None:
+    def __init__(self, backend: RocksDBKeyedStateBackend, name: str, kind: str, state_id: int) -> None:
         super().__init__(name, kind)
         self._b = backend
         self._db = backend._db

@@ -11,7 +11,8 @@ timestamp) of kind "timer" under the state names "__timers__/<service>/event" an
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.records import MIN_TIMESTAMP

@@ -11,7 +11,8 @@ without it) counts as written now.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from runtime.core.state import StateTtlConfig
 from runtime.state.backend import KvAggregatingState, KvListState, KvMapState, KvReducingState, KvValueState, StateKind

@@ -25,8 +25,10 @@ import datetime
 import decimal
 import functools
 import numbers
-from typing import Any, Iterable, Union
+from collections.abc import Iterable
+from typing import Any, Union
 
+from runtime.core.row import Row
 from runtime.core.typeinfo import (
     BasicTypeInfo,
     ListTypeInfo,
@@ -35,7 +37,6 @@ from runtime.core.typeinfo import (
     RowTypeInfo,
     TupleTypeInfo,
 )
-from runtime.core.row import Row
 
 TypeDescription = Union[str, dict[str, Any]]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa

@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core.errors import ConfigurationError, CorruptStateError, SharedStateMissingError, StorageError
-from runtime.storage.handles import StateFileHandle
 from runtime.storage.delta_commit import CommitOutcomeUnknownError, commit_add_files
+from runtime.storage.handles import StateFileHandle
 from runtime.storage.state_files import (
     CHECKPOINT_TABLE_SCHEMA,
     KIND_META,
@@ -127,7 +127,7 @@ class CheckpointStore:
             self._dt = None
         except CorruptStateError:
             raise
-        except Exception as e:  # noqa: BLE001 - unreadable log, permissions, ...
+        except Exception as e:  # unreadable log, permissions, ...
             raise StorageError(f"job {self.job_id}: cannot read the checkpoint table {self.table_uri}: {e}") from e
         return self._dt
 
@@ -159,7 +159,7 @@ class CheckpointStore:
             payload = read_metadata(f"{self.table_uri}/{rel_path}")
             try:
                 meta = CheckpointMetadata.model_validate_json(payload)
-            except Exception as e:  # noqa: BLE001 - pydantic ValidationError, bad JSON
+            except Exception as e:  # pydantic ValidationError, bad JSON
                 raise StorageError(f"job {self.job_id}: checkpoint metadata {self.table_uri}/{rel_path} is not valid: {e}") from e
             self._metadata_cache[rel_path] = meta
         return meta

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from runtime.core.errors import StorageError
 
@@ -113,7 +114,8 @@ def commit_add_files(
     if replace_where and mode != "overwrite":
         raise StorageError(f"Delta commit to {table_uri}: replace_where {replace_where} needs mode 'overwrite', got {mode!r}")
     filters = [(k, "=", v) for k, v in replace_where.items()] if replace_where and mode == "overwrite" else None
-    from deltalake import CommitProperties, Schema as DeltaSchema, Transaction
+    from deltalake import CommitProperties, Transaction
+    from deltalake import Schema as DeltaSchema
     from deltalake.transaction import create_table_with_add_actions
 
     props = None
@@ -197,9 +199,9 @@ def referenced_files(table_uri: str, storage_options: dict[str, str] | None = No
     if dt is None:
         return set()
     dt.update_incremental()
-    import pyarrow as pa
-
     # relative paths as the log stores them (URL-decoded: partition values may be escaped)
     from urllib.parse import unquote
+
+    import pyarrow as pa
 
     return {unquote(p) for p in pa.table(dt.get_add_actions(flatten=True)).column("path").to_pylist()}

@@ -9,8 +9,9 @@ so a job whose subtasks read their files later still reads exactly that version.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from runtime.core.errors import StorageError
 
@@ -48,7 +49,7 @@ def _open(table_uri: str, version: int | None, storage_options: dict[str, str] |
         return DeltaTable(table_uri, version=version, storage_options=storage_options)
     except TableNotFoundError:
         return None
-    except Exception as e:  # noqa: BLE001 - e.g. a version that was never committed or was vacuumed
+    except Exception as e:  # e.g. a version that was never committed or was vacuumed
         raise StorageError(f"cannot open Delta table {table_uri} at version {version}: {e}") from e
 
 

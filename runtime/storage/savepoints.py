@@ -121,7 +121,7 @@ def dispose_savepoint(location: str) -> CheckpointMetadata:
     fs, root = resolve_filesystem(location)
     try:
         fs.delete_dir(root)
-    except Exception as e:  # noqa: BLE001 - permissions, object store errors
+    except Exception as e:  # permissions, object store errors
         raise StorageError(f"disposing the savepoint at {location} failed: {e}") from e
     log.info("disposed savepoint %d at %s", meta.checkpoint_id, location)
     return meta

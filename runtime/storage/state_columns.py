@@ -19,7 +19,8 @@ from __future__ import annotations
 import itertools
 import operator
 import pickle
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -190,12 +191,12 @@ def _dumps_all(values: list[Any], simple: Callable[[Any], bool] | None) -> list[
         if simple is None:
             return [dumps(x, protocol=5) for x in values]
         return [None if simple(x) else dumps(x, protocol=5) for x in values]
-    except Exception:  # noqa: BLE001 - find which one, slowly, only on failure
+    except Exception:  # find which one, slowly, only on failure
         for i, x in enumerate(values):
             if simple is None or not simple(x):
                 try:
                     pickle.dumps(x, protocol=5)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     raise UnpicklableError(i, x, e) from e
         raise
 

@@ -29,8 +29,9 @@ import operator
 import os
 import re
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,12 +40,12 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from runtime.core.gc_pause import gc_paused
 from runtime.core.checkpoint import NATIVE_CHANGELOG_FILE, KeyedSnapshot, NativeStateBundle, OperatorSnapshot, StateEntries, StateInitializationContext
 from runtime.core.errors import CorruptStateError, StorageError
+from runtime.core.gc_pause import gc_paused
 from runtime.core.keygroups import KeyGroupRange
-from runtime.storage.handles import StateFileHandle
 from runtime.storage import state_columns as columns
+from runtime.storage.handles import StateFileHandle
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def resolve_filesystem(checkpoint_dir: str) -> tuple[pafs.FileSystem, str]:
     if "://" in checkpoint_dir:
         try:
             fs, root = pafs.FileSystem.from_uri(checkpoint_dir)
-        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for bad URIs
+        except Exception as e:  # pyarrow raises several types for bad URIs
             raise StorageError(f"checkpoint directory {checkpoint_dir!r} is not a usable filesystem URI: {e}") from e
         return fs, root.rstrip("/")
     return pafs.LocalFileSystem(), os.path.abspath(checkpoint_dir).rstrip("/") or "/"
@@ -436,7 +437,7 @@ def read_metadata(path: str) -> bytes:
         table = pq.read_table(full, filesystem=fs, columns=["kind", "value_bytes"], filters=pc.field("kind") == KIND_META)
     except FileNotFoundError as e:
         raise CorruptStateError(f"checkpoint metadata file {path} is missing: {e}") from e
-    except Exception as e:  # noqa: BLE001 - pyarrow raises OSError / ArrowInvalid for damaged files
+    except Exception as e:  # pyarrow raises OSError / ArrowInvalid for damaged files
         raise CorruptStateError(f"checkpoint metadata file {path} cannot be read: {e}") from e
     if table.num_rows != 1:
         raise CorruptStateError(f"checkpoint metadata file {path} has {table.num_rows} 'meta' rows, expected exactly 1")
@@ -584,7 +585,7 @@ def read_operator_state(
         lists = dataset.to_table(filter=mine & f("kind").isin([KIND_OPERATOR, KIND_UNION]), columns=_LIST_COLUMNS)
         native = dataset.to_table(filter=mine & (f("kind") == KIND_NATIVE), columns=NATIVE_COLUMNS)
         meta = dataset.to_table(filter=mine & (f("kind") == KIND_STATE_META), columns=["value_string"])
-    except Exception as e:  # noqa: BLE001 - damaged or foreign files
+    except Exception as e:  # damaged or foreign files
         raise _unreadable(checkpoint_dir, list(dict.fromkeys(files)), operator_id, e) from e
     ctx.native = native_bundles(native) if native.num_rows else []
     ctx.keyed = _keyed_from(keyed)

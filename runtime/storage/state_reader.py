@@ -18,7 +18,6 @@ pyarrow and deltalake only; `runtime.deploy.state_reader_spark` gives the same a
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass, field
 from typing import Any
 

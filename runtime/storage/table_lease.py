@@ -32,7 +32,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runtime.core.errors import StorageError, TableInUseError, TableLeaseLostError
 from runtime.storage import table_lease_rules as rules
@@ -132,7 +133,7 @@ class LeaseRegister:
                 state = LeaseState.model_validate_json(self._read_file(gens[-1]))
             except FileNotFoundError:
                 continue  # removed by the clean-up of a newer generation meanwhile: read again
-            except Exception as e:  # noqa: BLE001 - a damaged lease file must say where it is
+            except Exception as e:  # a damaged lease file must say where it is
                 raise StorageError(f"the table lease {self._path(gens[-1])} of {self.table_uri} cannot be read ({e}); "
                                    f"if no job writes the table, delete the folder {LEASE_DIR}") from e
             return state.model_copy(update={"generation": gens[-1]})
@@ -213,7 +214,7 @@ class LeaseRegister:
             return False
         return True
 
-    def transition(self, decide: Callable[[LeaseState], "LeaseState | None"]) -> LeaseState:
+    def transition(self, decide: Callable[[LeaseState], LeaseState | None]) -> LeaseState:
         """Apply `decide` to the current state and write what it returns, again from the newest state
         until it lands; returns the state written (or the current one when `decide` returned None)."""
         for _ in range(_CAS_ATTEMPTS):

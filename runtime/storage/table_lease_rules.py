@@ -23,8 +23,8 @@ the next generation with an atomic create, so of two transitions from the same s
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pydantic import BaseModel, Field
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Union
+from typing import Protocol, Union
 
 from runtime.core.checkpoint import CheckpointBarrier, CheckpointingMode
 

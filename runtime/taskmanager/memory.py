@@ -24,8 +24,9 @@ import gc
 import logging
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 

@@ -7,11 +7,12 @@ operators fed by two chained predecessors).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from runtime.taskmanager.user_code import instantiate
-
+from runtime.core.errors import InvalidProgramError
+from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.core.operators import (
     OperatorContext,
     OperatorEventGateway,
@@ -20,11 +21,10 @@ from runtime.core.operators import (
     StreamOperator,
     TaskMetrics,
 )
-from runtime.core.errors import InvalidProgramError
-from runtime.core.keygroups import compute_key_group_range_for_operator_index
 from runtime.core.records import RecordBatch, Watermark, WatermarkStatus
 from runtime.graph.job_graph import ChainedOperator
 from runtime.rpc.deployment import TaskDeploymentDescriptor
+from runtime.taskmanager.user_code import instantiate
 
 
 def annotate(exc: BaseException, operator_name: str) -> None:

@@ -15,9 +15,8 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from runtime.core.errors import ConfigurationError
-
-from runtime.rpc.messages import ResourceProfile
 from runtime.core.gc_tuning import GcConfig, tune_gc
+from runtime.rpc.messages import ResourceProfile
 from runtime.taskmanager.memory import TaskManagerMemoryConfig, start_watchdog
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,8 @@ import logging
 import sys
 import threading
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import cloudpickle
 
-from runtime.core.operators import InputStatus, TaskMetrics
 from runtime.core.checkpoint import (
     CheckpointBarrier,
     CheckpointingMode,
@@ -26,12 +26,12 @@ from runtime.core.checkpoint import (
     copy_on_write_snapshot,
     mark_forked_snapshot_writer,
 )
+from runtime.core.errors import MillraceError
+from runtime.core.keygroups import compute_key_group_range_for_operator_index
+from runtime.core.operators import InputStatus, TaskMetrics
 from runtime.core.options import execution as execution_options
 from runtime.core.options import state as state_options
 from runtime.core.options.task import TaskSettings
-from runtime.core.keygroups import compute_key_group_range_for_operator_index
-from runtime.taskmanager.user_code import load_user_code
-from runtime.core.errors import MillraceError
 from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Watermark, WatermarkStatus
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, execution_state_machine
@@ -54,6 +54,7 @@ from runtime.taskmanager.mailbox import TaskMailbox
 from runtime.taskmanager.network.errors import PartitionReleasedError
 from runtime.taskmanager.network.partition import estimate_nbytes
 from runtime.taskmanager.operator_chain import OperatorChain
+from runtime.taskmanager.user_code import load_user_code
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class TaskCanceledError(MillraceError):
 class _EventGateway:
     """Operator -> coordinator events; blocks until the JobMaster has them (ordering before FINISHED)."""
 
-    def __init__(self, task: "Task", spec: ChainedOperator) -> None:
+    def __init__(self, task: Task, spec: ChainedOperator) -> None:
         self.task, self.spec = task, spec
 
     def send_event_to_coordinator(self, event: Any) -> None:
@@ -126,7 +127,7 @@ class Task:
         tm_id: str,
         report_state: Callable[[TaskExecutionStateUpdate], None],
         send_operator_event: Callable[[OperatorEventMessage | SourceReachedEndOfInput], None],
-        on_terminal: Callable[["Task"], None],
+        on_terminal: Callable[[Task], None],
         checkpoint_response: Callable[[AcknowledgeCheckpoint | DeclineCheckpoint], None] | None = None,
     ) -> None:
         self.tdd = tdd
@@ -208,7 +209,7 @@ class Task:
         """Clean-up on failure/cancel paths must go on: errors are logged, not raised."""
         try:
             action(*args)
-        except Exception:  # noqa: BLE001
+        except Exception:
             self.log.debug("clean-up step %s failed", getattr(action, "__qualname__", action), exc_info=True)
 
     # ---------------------------------------------------------------------------------------

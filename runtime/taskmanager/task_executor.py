@@ -16,9 +16,9 @@ from runtime.core.states import SlotState
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskDeploymentDescriptor
+from runtime.rpc.ordered_sender import OrderedSender
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method, sync
 from runtime.taskmanager.memory import MemoryWatchdog, RunningTask
-from runtime.rpc.ordered_sender import OrderedSender
 from runtime.taskmanager.task import Task
 from runtime.taskmanager.task_slot_table import TaskSlotTable
 
@@ -230,7 +230,7 @@ class TaskExecutor(RpcEndpoint):
         for attempt in attempt_ids:
             try:
                 self.network.release_partitions_of(attempt)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.debug("release of partitions of %s failed", attempt, exc_info=True)
 
     def _maybe_finish_release(self, slot: Any) -> None:

@@ -10,8 +10,8 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "infra" / "spark_standalone.sh"
@@ -67,7 +67,7 @@ class StandaloneSpark:
             cwd=ROOT, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
         )
 
-    def start(self) -> "StandaloneSpark":
+    def start(self) -> StandaloneSpark:
         started = time.monotonic()
         out = self._script(
             "start", "--workers", str(self.workers), "--cores-per-worker", str(self.cores_per_worker),

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from pipelines.jobs import windowed_sum
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus

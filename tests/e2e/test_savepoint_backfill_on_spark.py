@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_dagster_ui import DagsterDev
 from tests.running_totals_support import day_rows as rows_of_day
 from tests.running_totals_support import expected_for_day
-from tests.e2e.test_dagster_ui import DagsterDev
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 100_000

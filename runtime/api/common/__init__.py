@@ -1,8 +1,8 @@
 """runtime.api.common: PyFlink's pyflink.common (Types, Row, Time, WatermarkStrategy, ...)."""
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
 from runtime.api.common.execution_config import ExecutionConfig
-from runtime.api.common.serialization import Encoder
 from runtime.api.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from runtime.api.common.serialization import Encoder
 from runtime.api.common.time import Duration, Time
 from runtime.api.common.typeinfo import (
     BasicTypeInfo,

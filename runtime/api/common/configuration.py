@@ -16,7 +16,7 @@ class Configuration:
     typed ConfigOption the way Flink's Java Configuration does (one parser: the option's).
     """
 
-    def __init__(self, other: "Configuration | dict[str, Any] | None" = None) -> None:
+    def __init__(self, other: Configuration | dict[str, Any] | None = None) -> None:
         self._data: dict[str, str] = {}
         if other is not None:
             self.add_all(other)
@@ -24,7 +24,7 @@ class Configuration:
     def get_string(self, key: str, default_value: str | None = None) -> str | None:
         return self._data.get(key, default_value)
 
-    def set_string(self, key: str, value: str) -> "Configuration":
+    def set_string(self, key: str, value: str) -> Configuration:
         self._data[key] = str(value)
         return self
 
@@ -32,7 +32,7 @@ class Configuration:
         v = self._data.get(key)
         return default_value if v is None else int(v)
 
-    def set_integer(self, key: str, value: int) -> "Configuration":
+    def set_integer(self, key: str, value: int) -> Configuration:
         self._data[key] = str(int(value))
         return self
 
@@ -40,7 +40,7 @@ class Configuration:
         v = self._data.get(key)
         return default_value if v is None else float(v)
 
-    def set_float(self, key: str, value: float) -> "Configuration":
+    def set_float(self, key: str, value: float) -> Configuration:
         self._data[key] = str(float(value))
         return self
 
@@ -48,7 +48,7 @@ class Configuration:
         v = self._data.get(key)
         return default_value if v is None else v.strip().lower() == "true"
 
-    def set_boolean(self, key: str, value: bool) -> "Configuration":
+    def set_boolean(self, key: str, value: bool) -> Configuration:
         self._data[key] = "true" if value else "false"
         return self
 
@@ -57,7 +57,7 @@ class Configuration:
         naming the key when the stored value is malformed."""
         return option.get(self._data)
 
-    def set(self, option: ConfigOption[T], value: T) -> "Configuration":
+    def set(self, option: ConfigOption[T], value: T) -> Configuration:
         """Store `value` under the option's key, in the option's string form."""
         self._data[option.key] = option.to_string(value)
         return self
@@ -71,7 +71,7 @@ class Configuration:
     def remove_config(self, key: str) -> bool:
         return self._data.pop(key, None) is not None
 
-    def add_all(self, other: "Configuration | dict[str, Any]") -> "Configuration":
+    def add_all(self, other: Configuration | dict[str, Any]) -> Configuration:
         items = other.to_dict() if isinstance(other, Configuration) else other
         for k, v in items.items():
             self._data[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)

@@ -9,8 +9,9 @@ one parser, RestartStrategySettings. Durations are milliseconds (int), `datetime
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Mapping, Union
+from typing import Union
 
 from runtime.api.common.time import Duration
 from runtime.core.errors import InvalidProgramError
@@ -233,24 +234,24 @@ class RestartStrategies:
             return {}
 
     @staticmethod
-    def no_restart() -> "RestartStrategies.NoRestartStrategyConfiguration":
+    def no_restart() -> RestartStrategies.NoRestartStrategyConfiguration:
         return RestartStrategies.NoRestartStrategyConfiguration()
 
     @staticmethod
-    def fall_back_restart() -> "RestartStrategies.FallbackRestartStrategyConfiguration":
+    def fall_back_restart() -> RestartStrategies.FallbackRestartStrategyConfiguration:
         return RestartStrategies.FallbackRestartStrategyConfiguration()
 
     @staticmethod
     def fixed_delay_restart(
         restart_attempts: int, delay_between_attempts: DurationLike
-    ) -> "RestartStrategies.FixedDelayRestartStrategyConfiguration":
+    ) -> RestartStrategies.FixedDelayRestartStrategyConfiguration:
         """`restart_attempts` restarts at most, `delay_between_attempts` (ms or timedelta) apart."""
         return RestartStrategies.FixedDelayRestartStrategyConfiguration(restart_attempts, delay_between_attempts)
 
     @staticmethod
     def failure_rate_restart(
         failure_rate: int, failure_interval: DurationLike, delay_interval: DurationLike
-    ) -> "RestartStrategies.FailureRateRestartStrategyConfiguration":
+    ) -> RestartStrategies.FailureRateRestartStrategyConfiguration:
         """Fail the job once more than `failure_rate` failures happen within `failure_interval`."""
         return RestartStrategies.FailureRateRestartStrategyConfiguration(failure_rate, failure_interval, delay_interval)
 
@@ -262,7 +263,7 @@ class RestartStrategies:
         reset_backoff_threshold: DurationLike,
         jitter_factor: float,
         attempts_before_reset_backoff: int | None = None,
-    ) -> "RestartStrategies.ExponentialDelayRestartStrategyConfiguration":
+    ) -> RestartStrategies.ExponentialDelayRestartStrategyConfiguration:
         """Exponentially growing delays; `attempts_before_reset_backoff` (Flink's config option) caps
         the restarts between resets (None: unlimited)."""
         return RestartStrategies.ExponentialDelayRestartStrategyConfiguration(

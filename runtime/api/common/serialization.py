@@ -11,7 +11,7 @@ class Encoder:
         self.charset = charset
 
     @staticmethod
-    def simple_string_encoder(charset_name: str = "UTF-8") -> "Encoder":
+    def simple_string_encoder(charset_name: str = "UTF-8") -> Encoder:
         return Encoder(charset_name.lower())
 
     def encode(self, value: Any) -> bytes:

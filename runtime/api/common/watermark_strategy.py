@@ -8,7 +8,8 @@ column as the timestamps without calling Python per record.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class TimestampAssigner(abc.ABC):
         return np.asarray(out, dtype=np.int64)
 
     @staticmethod
-    def from_field(field: str) -> "FieldTimestampAssigner":
+    def from_field(field: str) -> FieldTimestampAssigner:
         return FieldTimestampAssigner(field)
 
 
@@ -102,21 +103,21 @@ class WatermarkStrategy:
         self.idleness_ms = idleness_ms
 
     @staticmethod
-    def for_bounded_out_of_orderness(max_out_of_orderness: Duration | int) -> "WatermarkStrategy":
+    def for_bounded_out_of_orderness(max_out_of_orderness: Duration | int) -> WatermarkStrategy:
         ms = to_millis(max_out_of_orderness)
         if ms < 0:
             raise ValueError("max_out_of_orderness must not be negative")
         return WatermarkStrategy("bounded", ms)
 
     @staticmethod
-    def for_monotonous_timestamps() -> "WatermarkStrategy":
+    def for_monotonous_timestamps() -> WatermarkStrategy:
         return WatermarkStrategy("bounded", 0)
 
     @staticmethod
-    def no_watermarks() -> "WatermarkStrategy":
+    def no_watermarks() -> WatermarkStrategy:
         return WatermarkStrategy("none")
 
-    def with_timestamp_assigner(self, timestamp_assigner: TimestampAssigner | Callable[..., int]) -> "WatermarkStrategy":
+    def with_timestamp_assigner(self, timestamp_assigner: TimestampAssigner | Callable[..., int]) -> WatermarkStrategy:
         if not isinstance(timestamp_assigner, TimestampAssigner):
             if not callable(timestamp_assigner):
                 raise TypeError(
@@ -125,7 +126,7 @@ class WatermarkStrategy:
             timestamp_assigner = _CallableTimestampAssigner(timestamp_assigner)
         return WatermarkStrategy(self.kind, self.max_out_of_orderness_ms, timestamp_assigner, self.idleness_ms)
 
-    def with_idleness(self, idle_timeout: Duration | int) -> "WatermarkStrategy":
+    def with_idleness(self, idle_timeout: Duration | int) -> WatermarkStrategy:
         return WatermarkStrategy(self.kind, self.max_out_of_orderness_ms, self.timestamp_assigner, to_millis(idle_timeout))
 
     @property

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import abc
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from runtime.api.operators.base import OperatorCoordinatorProvider, SourceOperator, StreamOperator
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
@@ -175,7 +176,7 @@ class RateLimiterStrategy:
     @staticmethod
     def per_second(
         records_per_second: float, *, clock: Callable[[], float] | None = None, batch_seconds: float = DEFAULT_BATCH_SECONDS
-    ) -> "RateLimiterStrategy":
+    ) -> RateLimiterStrategy:
         if not records_per_second > 0:
             raise InvalidProgramError(f"RateLimiterStrategy.per_second: records_per_second must be > 0, got {records_per_second}")
         if not batch_seconds > 0:
@@ -183,7 +184,7 @@ class RateLimiterStrategy:
         return RateLimiterStrategy(float(records_per_second), clock, float(batch_seconds))
 
     @staticmethod
-    def no_op() -> "RateLimiterStrategy":
+    def no_op() -> RateLimiterStrategy:
         return RateLimiterStrategy(None)
 
     def create_rate_limiter(self, parallelism: int) -> RateLimiter | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from runtime.api.connectors.base import Sink
 from runtime.api.operators.base import StreamOperator
@@ -128,7 +129,7 @@ class CloseableIterator:
         self._poll = poll_interval_s
         self._max_poll = max_poll_interval_s
 
-    def __iter__(self) -> "CloseableIterator":
+    def __iter__(self) -> CloseableIterator:
         return self
 
     def __next__(self) -> Any:
@@ -200,7 +201,7 @@ class CloseableIterator:
             if close is not None:
                 close()
 
-    def __enter__(self) -> "CloseableIterator":
+    def __enter__(self) -> CloseableIterator:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -7,7 +7,8 @@ subtask emits exactly the splits it got back, from their `next` on.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

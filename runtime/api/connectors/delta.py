@@ -31,7 +31,8 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _to_arrow_schema(schema: Any) -> Any:
 def _close_quietly(resource: Any) -> None:
     try:
         resource.close()
-    except Exception:  # noqa: BLE001 - clean-up after a failure goes on
+    except Exception:  # clean-up after a failure goes on
         log.debug("closing %r failed", resource, exc_info=True)
 
 
@@ -212,7 +213,7 @@ def _partition_str(v: Any) -> str | None:
 
 
 class DeltaSinkWriter(StreamOperator):
-    def __init__(self, sink: "DeltaSink") -> None:
+    def __init__(self, sink: DeltaSink) -> None:
         super().__init__()
         self.sink = sink
         declared = _to_arrow_schema(sink.schema)
@@ -374,9 +375,9 @@ class DeltaSinkCoordinator:
     """Commits the sink's files: one Delta transaction per completed checkpoint, and the tail at the end."""
 
     # test hook (a settable callable, house style): called with the checkpoint id before each checkpoint commit
-    before_commit: "Callable[[int], None] | None" = None
+    before_commit: Callable[[int], None] | None = None
 
-    def __init__(self, sink: "DeltaSink", job_id: str, operator_name: str, parallelism: int) -> None:
+    def __init__(self, sink: DeltaSink, job_id: str, operator_name: str, parallelism: int) -> None:
         self.sink = sink
         self.job_id = job_id
         self.operator_name = operator_name
@@ -727,12 +728,12 @@ class DeltaSinkCoordinator:
                 log.warning("could not delete uncommitted Delta file %s", f["path"])
 
 
-def sink_app_id(sink: "DeltaSink", job_id: str) -> str:
+def sink_app_id(sink: DeltaSink, job_id: str) -> str:
     # the sink's own id: two sinks of one job on one table must not share a transaction id
     return sink.app_id or f"millrace-{job_id}-{sink.sink_id}"
 
 
-def file_prefix(sink: "DeltaSink") -> str:
+def file_prefix(sink: DeltaSink) -> str:
     return f"part-{sink.sink_id}-"
 
 
@@ -745,7 +746,7 @@ def _subtask_of(name: str) -> int | None:
 
 
 class DeltaSinkCoordinatorProvider:
-    def __init__(self, sink: "DeltaSink") -> None:
+    def __init__(self, sink: DeltaSink) -> None:
         self.sink = sink
 
     def create(self, job_id: str, operator_name: str, parallelism: int) -> DeltaSinkCoordinator:
@@ -821,7 +822,7 @@ class DeltaSink(Sink):
         self.lease_timeout_s = float(lease_timeout_s)
 
     @staticmethod
-    def for_path(path: str, mode: str = "append", **kwargs: Any) -> "DeltaSink":
+    def for_path(path: str, mode: str = "append", **kwargs: Any) -> DeltaSink:
         return DeltaSink(path, mode=mode, **kwargs)
 
     def create_writer(self) -> DeltaSinkWriter:

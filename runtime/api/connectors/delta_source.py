@@ -18,7 +18,8 @@ runtime.storage.delta_read (only storage/ touches the Delta libraries).
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def type_info_of(schema: Any) -> Any:
 
 
 class DeltaSourceOperator(SplitSourceOperator):
-    def __init__(self, source: "DeltaSource") -> None:
+    def __init__(self, source: DeltaSource) -> None:
         super().__init__()
         self.source = source
         self._splits: list[list[Any]] = []  # [file uri, rows done], in snapshot file order
@@ -206,7 +207,7 @@ class DeltaSource(Source):
         self.storage_options = storage_options
         try:
             self.snapshot: DeltaSnapshot = snapshot(path, version, storage_options)
-        except Exception as e:  # noqa: BLE001 - a program error at build time, not a task failure
+        except Exception as e:  # a program error at build time, not a task failure
             raise InvalidProgramError(f"DeltaSource: cannot read the Delta table at {path}: {e}") from e
         if partition_filter:
             self.snapshot = _pruned(self.snapshot, partition_filter)
@@ -218,7 +219,7 @@ class DeltaSource(Source):
                 )
 
     @staticmethod
-    def for_path(path: str, version: int | None = None, columns: Sequence[str] | None = None, **kwargs: Any) -> "DeltaSource":
+    def for_path(path: str, version: int | None = None, columns: Sequence[str] | None = None, **kwargs: Any) -> DeltaSource:
         return DeltaSource(path, version=version, columns=columns, **kwargs)
 
     @property

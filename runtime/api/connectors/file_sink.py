@@ -23,7 +23,8 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runtime.api.common.serialization import Encoder
 from runtime.api.connectors.base import Sink
@@ -51,22 +52,22 @@ class OutputFileConfig:
         self.part_prefix, self.part_suffix = part_prefix, part_suffix
 
     @staticmethod
-    def builder() -> "OutputFileConfig.OutputFileConfigBuilder":
+    def builder() -> OutputFileConfig.OutputFileConfigBuilder:
         return OutputFileConfig.OutputFileConfigBuilder()
 
     class OutputFileConfigBuilder:
         def __init__(self) -> None:
             self._prefix, self._suffix = "part", ""
 
-        def with_part_prefix(self, prefix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+        def with_part_prefix(self, prefix: str) -> OutputFileConfig.OutputFileConfigBuilder:
             self._prefix = prefix
             return self
 
-        def with_part_suffix(self, suffix: str) -> "OutputFileConfig.OutputFileConfigBuilder":
+        def with_part_suffix(self, suffix: str) -> OutputFileConfig.OutputFileConfigBuilder:
             self._suffix = suffix
             return self
 
-        def build(self) -> "OutputFileConfig":
+        def build(self) -> OutputFileConfig:
             return OutputFileConfig(self._prefix, self._suffix)
 
 
@@ -78,11 +79,11 @@ class RollingPolicy:
 
     @staticmethod
     def default_rolling_policy(part_size: int = 128 * 1024 * 1024, rollover_interval: int = 60 * 1000,
-                               inactivity_interval: int = 60 * 1000) -> "RollingPolicy":
+                               inactivity_interval: int = 60 * 1000) -> RollingPolicy:
         return RollingPolicy(part_size, rollover_interval, inactivity_interval)
 
     @staticmethod
-    def on_checkpoint_rolling_policy() -> "RollingPolicy":
+    def on_checkpoint_rolling_policy() -> RollingPolicy:
         return RollingPolicy(None, None, None)
 
 
@@ -93,11 +94,11 @@ class BucketAssigner:
         self.time_format = time_format  # strftime; None: the base path
 
     @staticmethod
-    def base_path_assigner() -> "BucketAssigner":
+    def base_path_assigner() -> BucketAssigner:
         return BucketAssigner(None)
 
     @staticmethod
-    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None) -> "BucketAssigner":
+    def date_time_bucket_assigner(format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None) -> BucketAssigner:
         fmt = format_str
         for java, py in (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S")):
             fmt = fmt.replace(java, py)
@@ -116,7 +117,7 @@ class _Part:
 
 
 class FileSinkWriter(StreamOperator):
-    def __init__(self, sink: "FileSink") -> None:
+    def __init__(self, sink: FileSink) -> None:
         super().__init__()
         self.sink = sink
         self._open: dict[str, _Part] = {}  # bucket -> in-progress part
@@ -226,7 +227,7 @@ class FileSinkWriter(StreamOperator):
 class FileSinkCoordinator:
     """Finishes pending part files: those of completed checkpoints, then the tail at the job's end."""
 
-    def __init__(self, sink: "FileSink", job_id: str, operator_name: str, parallelism: int) -> None:
+    def __init__(self, sink: FileSink, job_id: str, operator_name: str, parallelism: int) -> None:
         self.sink, self.job_id, self.operator_name, self.parallelism = sink, job_id, operator_name, parallelism
         self._tails: dict[int, dict[int, list[dict[str, str]]]] = {}  # subtask -> attempt -> files
         self._committed = False
@@ -298,7 +299,7 @@ class FileSinkCoordinator:
 
 
 class FileSinkCoordinatorProvider:
-    def __init__(self, sink: "FileSink") -> None:
+    def __init__(self, sink: FileSink) -> None:
         self.sink = sink
 
     def create(self, job_id: str, operator_name: str, parallelism: int) -> FileSinkCoordinator:
@@ -317,7 +318,7 @@ class FileSink(Sink):
         self.uid = uuid.uuid4().hex  # fixed in the JobGraph: every attempt of this job names its parts with it
 
     @staticmethod
-    def for_row_format(base_path: str, encoder: Encoder) -> "FileSinkBuilder":
+    def for_row_format(base_path: str, encoder: Encoder) -> FileSinkBuilder:
         return FileSinkBuilder(base_path, encoder)
 
     def create_writer(self) -> FileSinkWriter:
@@ -339,15 +340,15 @@ class FileSinkBuilder:
         self._policy = RollingPolicy.default_rolling_policy()
         self._buckets = BucketAssigner.date_time_bucket_assigner()
 
-    def with_output_file_config(self, config: OutputFileConfig) -> "FileSinkBuilder":
+    def with_output_file_config(self, config: OutputFileConfig) -> FileSinkBuilder:
         self._config = config
         return self
 
-    def with_rolling_policy(self, policy: RollingPolicy) -> "FileSinkBuilder":
+    def with_rolling_policy(self, policy: RollingPolicy) -> FileSinkBuilder:
         self._policy = policy
         return self
 
-    def with_bucket_assigner(self, assigner: BucketAssigner) -> "FileSinkBuilder":
+    def with_bucket_assigner(self, assigner: BucketAssigner) -> FileSinkBuilder:
         self._buckets = assigner
         return self
 

@@ -51,7 +51,7 @@ class StreamFormat:
         self.charset = charset
 
     @staticmethod
-    def text_line_format(charset_name: str = "UTF-8") -> "StreamFormat":
+    def text_line_format(charset_name: str = "UTF-8") -> StreamFormat:
         return StreamFormat(charset_name.lower())
 
     def decode(self, line: bytes) -> str:
@@ -155,7 +155,7 @@ class FileSource(Source):
         self.fmt, self.paths, self.monitor_interval_s, self.lines_per_batch = fmt, paths, monitor_interval_s, lines_per_batch
 
     @staticmethod
-    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> "FileSourceBuilder":
+    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         return FileSourceBuilder(stream_format, list(paths))
 
     def create_operator(self) -> FileSourceOperator:
@@ -181,7 +181,7 @@ class FileSourceBuilder:
         self._monitor_s: float | None = None
         self._lines = DEFAULT_LINES_PER_BATCH
 
-    def monitor_continuously(self, discovery_interval: Any) -> "FileSourceBuilder":
+    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
         from runtime.api.common.time import to_millis
 
         ms = to_millis(discovery_interval)
@@ -190,7 +190,7 @@ class FileSourceBuilder:
         self._monitor_s = ms / 1000.0
         return self
 
-    def process_static_file_set(self) -> "FileSourceBuilder":
+    def process_static_file_set(self) -> FileSourceBuilder:
         self._monitor_s = None
         return self
 

@@ -23,7 +23,8 @@ values are the same with or without a rate; only the batch boundaries differ.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def _valid_split(x: Any) -> bool:
 
 
 class DataGeneratorSourceOperator(SplitSourceOperator):
-    def __init__(self, source: "DataGeneratorSource") -> None:
+    def __init__(self, source: DataGeneratorSource) -> None:
         super().__init__()
         self.source = source
         self._heap: list[GeneratorSplit] = []  # ordered by next index

@@ -17,7 +17,8 @@ from __future__ import annotations
 import datetime
 import math
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from runtime.api.common.typeinfo import (
     BasicTypeInfo,

@@ -35,12 +35,12 @@ from runtime.api.datastream.data_stream import (
 from runtime.api.datastream.functions import (
     AggregateFunction,
     BroadcastProcessFunction,
-    KeyedBroadcastProcessFunction,
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedBroadcastProcessFunction,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,

@@ -116,7 +116,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         self._incremental = enable_incremental_checkpointing
         self._db_path: str | None = None
 
-    def set_db_storage_paths(self, *paths: str) -> "EmbeddedRocksDBStateBackend":
+    def set_db_storage_paths(self, *paths: str) -> EmbeddedRocksDBStateBackend:
         """The local directory for RocksDB files (state.backend.rocksdb.localdir); one path is supported."""
         if len(paths) > 1:
             raise InvalidProgramError(
@@ -195,7 +195,7 @@ class CheckpointConfig:
         ms = self._get(co.CHECKPOINTING_INTERVAL)
         return ms if ms is not None and ms > 0 else -1  # unset, 0 or Flink's -1: disabled
 
-    def set_checkpoint_interval(self, checkpoint_interval: int) -> "CheckpointConfig":
+    def set_checkpoint_interval(self, checkpoint_interval: int) -> CheckpointConfig:
         """Milliseconds between checkpoints; at least 10 ms (enables checkpointing)."""
         if isinstance(checkpoint_interval, bool) or not isinstance(checkpoint_interval, int):
             raise InvalidProgramError(
@@ -212,7 +212,7 @@ class CheckpointConfig:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self._get(co.CHECKPOINTING_MODE)
 
-    def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode | str) -> "CheckpointConfig":
+    def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode | str) -> CheckpointConfig:
         self._config.set(co.CHECKPOINTING_MODE, _parse_mode(checkpointing_mode, "set_checkpointing_mode()"))
         return self
 
@@ -220,7 +220,7 @@ class CheckpointConfig:
     def get_checkpoint_timeout(self) -> int:
         return self._get(co.CHECKPOINTING_TIMEOUT)
 
-    def set_checkpoint_timeout(self, checkpoint_timeout: int) -> "CheckpointConfig":
+    def set_checkpoint_timeout(self, checkpoint_timeout: int) -> CheckpointConfig:
         """Milliseconds after which a pending checkpoint is aborted (default 10 min; at least 10 ms)."""
         v = _check_int(checkpoint_timeout, "set_checkpoint_timeout()", MINIMAL_CHECKPOINT_TIME_MS)
         self._config.set_integer(co.CHECKPOINTING_TIMEOUT.key, v)
@@ -229,7 +229,7 @@ class CheckpointConfig:
     def get_min_pause_between_checkpoints(self) -> int:
         return self._get(co.MIN_PAUSE_BETWEEN_CHECKPOINTS)
 
-    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int) -> "CheckpointConfig":
+    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int) -> CheckpointConfig:
         v = _check_int(min_pause_between_checkpoints, "set_min_pause_between_checkpoints()", 0)
         self._config.set_integer(co.MIN_PAUSE_BETWEEN_CHECKPOINTS.key, v)
         return self
@@ -237,7 +237,7 @@ class CheckpointConfig:
     def get_max_concurrent_checkpoints(self) -> int:
         return self._get(co.MAX_CONCURRENT_CHECKPOINTS)
 
-    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> "CheckpointConfig":
+    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> CheckpointConfig:
         """Only 1 is supported: Millrace's coordinator runs one checkpoint at a time."""
         v = _check_int(max_concurrent_checkpoints, "set_max_concurrent_checkpoints()", 1)
         if v != 1:
@@ -251,14 +251,14 @@ class CheckpointConfig:
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return self._get(co.TOLERABLE_FAILURE_NUMBER)
 
-    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> "CheckpointConfig":
+    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> CheckpointConfig:
         """Consecutive checkpoint failures tolerated before the job fails over (default 0)."""
         v = _check_int(tolerable_checkpoint_failure_number, "set_tolerable_checkpoint_failure_number()", 0)
         self._config.set_integer(co.TOLERABLE_FAILURE_NUMBER.key, v)
         return self
 
     # storage ---------------------------------------------------------------------------------
-    def set_checkpoint_storage(self, storage: CheckpointStorage | str) -> "CheckpointConfig":
+    def set_checkpoint_storage(self, storage: CheckpointStorage | str) -> CheckpointConfig:
         if isinstance(storage, str):
             storage = FileSystemCheckpointStorage(storage)
         if not isinstance(storage, FileSystemCheckpointStorage):
@@ -269,7 +269,7 @@ class CheckpointConfig:
         self._config.set(co.CHECKPOINTS_DIRECTORY, storage.get_checkpoint_path())
         return self
 
-    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> "CheckpointConfig":
+    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> CheckpointConfig:
         """Checkpoints of a job go to a Delta table at `<checkpoint_path>/<job id>` (state.checkpoints.dir)."""
         return self.set_checkpoint_storage(FileSystemCheckpointStorage(checkpoint_path))
 
@@ -279,7 +279,7 @@ class CheckpointConfig:
         return FileSystemCheckpointStorage(path) if path else None
 
     # externalized checkpoints (recorded; see ExternalizedCheckpointRetention) ------------------
-    def set_externalized_checkpoint_retention(self, retention: ExternalizedCheckpointRetention) -> "CheckpointConfig":
+    def set_externalized_checkpoint_retention(self, retention: ExternalizedCheckpointRetention) -> CheckpointConfig:
         """Recorded in the job config only: Millrace's checkpoints always outlive the job."""
         if not isinstance(retention, ExternalizedCheckpointRetention):
             try:
@@ -310,7 +310,7 @@ class CheckpointConfig:
     def is_unaligned_checkpoints_enabled(self) -> bool:
         return False
 
-    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> CheckpointConfig:
         if enabled:
             raise InvalidProgramError(
                 "enable_unaligned_checkpoints(): unaligned checkpoints are not supported; Millrace aligns barriers "
@@ -318,7 +318,7 @@ class CheckpointConfig:
             )
         return self
 
-    def disable_unaligned_checkpoints(self) -> "CheckpointConfig":
+    def disable_unaligned_checkpoints(self) -> CheckpointConfig:
         return self
 
     # validation of a whole configuration (used when a job is compiled) -----------------------

@@ -8,38 +8,9 @@ sink is not executed.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from runtime.api.datastream.functions import (
-    AggregateFunction,
-    CoFlatMapFunction,
-    CoMapFunction,
-    CoProcessFunction,
-    FilterFunction,
-    FlatMapFunction,
-    Function,
-    KeyedCoProcessFunction,
-    KeyedProcessFunction,
-    KeySelector,
-    MapFunction,
-    ProcessFunction,
-    ProcessWindowFunction,
-    ReduceFunction,
-    SinkFunction,
-    WindowFunction,
-)
-from runtime.core.errors import InvalidProgramError
-from runtime.core.row import Row
-from runtime.graph.transformations import (
-    ChainingStrategy,
-    OneInputTransformation,
-    PartitionerKind,
-    PartitionerSpec,
-    PartitionTransformation,
-    Transformation,
-    TwoInputTransformation,
-    UnionTransformation,
-)
 from runtime.api.common.time import to_millis
 from runtime.api.common.typeinfo import RowTypeInfo, TupleTypeInfo
 from runtime.api.common.watermark_strategy import WatermarkStrategy
@@ -48,7 +19,27 @@ from runtime.api.connectors.collect import CloseableIterator, CollectSink, colle
 from runtime.api.connectors.print import PrintSink
 from runtime.api.datastream import window as w
 from runtime.api.datastream.aggregates import ColumnarAggregate
-from runtime.api.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction, OutputTag
+from runtime.api.datastream.functions import (
+    AggregateFunction,
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
+    Function,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+    KeySelector,
+    MapFunction,
+    OutputTag,
+    ProcessFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
+    SinkFunction,
+    WindowFunction,
+)
 from runtime.api.datastream.state import MapStateDescriptor
 from runtime.api.datastream.window import Evictor
 from runtime.api.operators.broadcast import BroadcastProcessOperator, KeyedBroadcastProcessOperator
@@ -57,10 +48,34 @@ from runtime.api.operators.columnar_window import ColumnarWindowAggregateOperato
 from runtime.api.operators.keyed_process import KeyedProcessOperator
 from runtime.api.operators.keyed_reduce import KeyedReduceOperator
 from runtime.api.operators.runtime_context import with_declared_key_type
-from runtime.api.operators.simple import BATCH_FORMATS, CoProcessOperator, CoStreamFlatMap, CoStreamMap, MapBatchesOperator, ProcessOperator, SinkFunctionOperator, StreamFilter, StreamFlatMap, StreamMap, TimestampsAndWatermarksOperator
+from runtime.api.operators.simple import (
+    BATCH_FORMATS,
+    CoProcessOperator,
+    CoStreamFlatMap,
+    CoStreamMap,
+    MapBatchesOperator,
+    ProcessOperator,
+    SinkFunctionOperator,
+    StreamFilter,
+    StreamFlatMap,
+    StreamMap,
+    TimestampsAndWatermarksOperator,
+)
 from runtime.api.operators.window_operator import WindowOperator
+from runtime.core.errors import InvalidProgramError
+from runtime.core.row import Row
 from runtime.graph.job_graph import ResourceSpec
-from runtime.graph.transformations import SideOutputTransformation
+from runtime.graph.transformations import (
+    ChainingStrategy,
+    OneInputTransformation,
+    PartitionerKind,
+    PartitionerSpec,
+    PartitionTransformation,
+    SideOutputTransformation,
+    Transformation,
+    TwoInputTransformation,
+    UnionTransformation,
+)
 
 if TYPE_CHECKING:
     from runtime.api.datastream.stream_execution_environment import StreamExecutionEnvironment
@@ -297,7 +312,7 @@ class DataStream:
 
     def __init__(
         self,
-        env: "StreamExecutionEnvironment",
+        env: StreamExecutionEnvironment,
         transformation: Transformation,
         config_transformation: Transformation | None = None,
         mirrors: list[Transformation] | None = None,
@@ -317,7 +332,7 @@ class DataStream:
     def get_type(self) -> Any:
         return self._t.output_type
 
-    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env
 
     def get_transformation(self) -> Transformation:
@@ -336,27 +351,27 @@ class DataStream:
             )
         return self._ct
 
-    def name(self, name: str) -> "DataStream":
+    def name(self, name: str) -> DataStream:
         self._configurable("name()").name = name
         return self
 
-    def set_description(self, description: str) -> "DataStream":
+    def set_description(self, description: str) -> DataStream:
         self._configurable("set_description()").description = description  # type: ignore[attr-defined]
         return self
 
-    def uid(self, uid: str) -> "DataStream":
+    def uid(self, uid: str) -> DataStream:
         t = self._configurable("uid()")
         t.uid = uid
         for m in self._mirrors:
             m.uid = f"{uid}-watermarks"  # stable id for the chained watermark operator's state
         return self
 
-    def set_uid_hash(self, uid_hash: str) -> "DataStream":
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
         # Flink's user-provided hash: the operator's id in checkpoints and savepoints (wins over uid)
         self._configurable("set_uid_hash()").uid_hash = uid_hash
         return self
 
-    def set_parallelism(self, parallelism: int) -> "DataStream":
+    def set_parallelism(self, parallelism: int) -> DataStream:
         t = self._configurable("set_parallelism()")
         p = _check_parallelism(f"set_parallelism() on '{t.name}'", parallelism)
         if getattr(t, "_non_parallel", False) and p != 1:
@@ -366,18 +381,18 @@ class DataStream:
             x.parallelism_configured = True
         return self
 
-    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
         t = self._configurable("set_max_parallelism()")
         mp = _check_parallelism(f"set_max_parallelism() on '{t.name}'", max_parallelism)
         for x in [t, *self._mirrors]:
             x.max_parallelism = mp
         return self
 
-    def force_non_parallel(self) -> "DataStream":
+    def force_non_parallel(self) -> DataStream:
         self.set_parallelism(1)
         return self.set_max_parallelism(1)
 
-    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStream":
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
         t = self._configurable("slot_sharing_group()")
         name, resources = _slot_sharing(slot_sharing_group)
         for x in [t, *self._mirrors]:
@@ -386,38 +401,38 @@ class DataStream:
                 x.resources = resources
         return self
 
-    def disable_chaining(self) -> "DataStream":
+    def disable_chaining(self) -> DataStream:
         self._configurable("disable_chaining()").chaining_strategy = ChainingStrategy.NEVER
         return self
 
-    def start_new_chain(self) -> "DataStream":
+    def start_new_chain(self) -> DataStream:
         self._configurable("start_new_chain()").chaining_strategy = ChainingStrategy.HEAD
         return self
 
     # -- building blocks -------------------------------------------------------------------------
-    def _one_input(self, name: str, factory: Callable[[], Any], output_type: Any = None, keyed: bool = False) -> "DataStream":
+    def _one_input(self, name: str, factory: Callable[[], Any], output_type: Any = None, keyed: bool = False) -> DataStream:
         if keyed:
             factory = _declaring_key_type(factory, getattr(self, "_key_type", None))
         t = OneInputTransformation(name=name, input=self._t, operator_factory=factory, output_type=output_type, keyed=keyed)
         return DataStream(self._env, t)
 
     # -- record-at-a-time operators --------------------------------------------------------------
-    def map(self, func: Any, output_type: Any = None) -> "DataStream":
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
         _require_function("map", func, MapFunction, "MapFunction")
 
         return self._one_input("Map", functools.partial(StreamMap, func), output_type)
 
-    def flat_map(self, func: Any, output_type: Any = None) -> "DataStream":
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
         _require_function("flat_map", func, FlatMapFunction, "FlatMapFunction")
 
         return self._one_input("Flat Map", functools.partial(StreamFlatMap, func), output_type)
 
-    def filter(self, func: Any) -> "DataStream":
+    def filter(self, func: Any) -> DataStream:
         _require_function("filter", func, FilterFunction, "FilterFunction")
 
         return self._one_input("Filter", functools.partial(StreamFilter, func), self._t.output_type)
 
-    def process(self, func: Any, output_type: Any = None) -> "DataStream":
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
         if isinstance(func, KeyedProcessFunction):
             raise InvalidProgramError(
                 f"process(): {_type_name(func)} is a KeyedProcessFunction; call key_by() first or use a ProcessFunction"
@@ -426,7 +441,7 @@ class DataStream:
 
         return self._one_input("Process", functools.partial(ProcessOperator, func), output_type)
 
-    def map_batches(self, func: Any, batch_format: str = "numpy", output_type: Any = None) -> "DataStream":
+    def map_batches(self, func: Any, batch_format: str = "numpy", output_type: Any = None) -> DataStream:
         """Vectorized map (Millrace extension): `func` gets a whole batch as dict[str, np.ndarray]
         ("numpy"), pyarrow.RecordBatch ("pyarrow") or pandas.DataFrame ("pandas") and returns the
         same kind. Timestamps carry over when the row count is unchanged."""
@@ -436,7 +451,7 @@ class DataStream:
             raise InvalidProgramError(f"map_batches(): batch_format must be one of {BATCH_FORMATS}, got {batch_format!r}")
         return self._one_input("Map Batches", functools.partial(MapBatchesOperator, func, batch_format), output_type)
 
-    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> "DataStream":
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
 
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise InvalidProgramError(
@@ -449,7 +464,7 @@ class DataStream:
         )
 
     # -- keying, partitioning, combining ---------------------------------------------------------
-    def key_by(self, key_selector: Any, key_type: Any = None) -> "KeyedStream":
+    def key_by(self, key_selector: Any, key_type: Any = None) -> KeyedStream:
         if not (isinstance(key_selector, (str, KeySelector)) or (callable(key_selector) and not isinstance(key_selector, Function))):
             raise InvalidProgramError(
                 f"key_by(): expected a KeySelector, a callable or a field name, got {_type_name(key_selector)}"
@@ -475,19 +490,19 @@ class DataStream:
         )
         return KeyedStream(self._env, pt, key_selector, key_type)
 
-    def _partition(self, kind: PartitionerKind) -> "DataStream":
+    def _partition(self, kind: PartitionerKind) -> DataStream:
         pt = PartitionTransformation(
             name=kind.value, input=self._t, partitioner=PartitionerSpec(kind=kind, explicit=True), output_type=self._t.output_type
         )
         return DataStream(self._env, pt)
 
-    def rebalance(self) -> "DataStream":
+    def rebalance(self) -> DataStream:
         return self._partition(PartitionerKind.REBALANCE)
 
-    def rescale(self) -> "DataStream":
+    def rescale(self) -> DataStream:
         return self._partition(PartitionerKind.RESCALE)
 
-    def broadcast(self, *broadcast_state_descriptors: Any) -> "DataStream | BroadcastStream":
+    def broadcast(self, *broadcast_state_descriptors: Any) -> DataStream | BroadcastStream:
         """Every record to every subtask of the consumer. With MapStateDescriptors: a BroadcastStream
         for `other.connect(...)`, whose process function keeps those broadcast states (Flink's
         broadcast state pattern)."""
@@ -502,16 +517,16 @@ class DataStream:
             raise InvalidProgramError(f"broadcast(): state names must be unique, got {names}")
         return BroadcastStream(self._partition(PartitionerKind.BROADCAST), list(broadcast_state_descriptors))
 
-    def shuffle(self) -> "DataStream":
+    def shuffle(self) -> DataStream:
         return self._partition(PartitionerKind.SHUFFLE)
 
-    def forward(self) -> "DataStream":
+    def forward(self) -> DataStream:
         return self._partition(PartitionerKind.FORWARD)
 
-    def global_(self) -> "DataStream":
+    def global_(self) -> DataStream:
         return self._partition(PartitionerKind.GLOBAL)
 
-    def get_side_output(self, output_tag: Any) -> "DataStream":
+    def get_side_output(self, output_tag: Any) -> DataStream:
         """The records this operator's process function emitted to `output_tag` (PyFlink:
         `yield output_tag, value`; Flink: `ctx.output(output_tag, value)`), or a window's late data."""
 
@@ -522,41 +537,41 @@ class DataStream:
         )
         return DataStream(self._env, t)
 
-    def union(self, *streams: "DataStream") -> "DataStream":
+    def union(self, *streams: DataStream) -> DataStream:
         for s in streams:
             if not isinstance(s, DataStream):
                 raise InvalidProgramError(f"union(): expected DataStreams, got {_type_name(s)}")
         ut = UnionTransformation(name="Union", union_inputs=[self._t, *(s._t for s in streams)], output_type=self._t.output_type)
         return DataStream(self._env, ut)
 
-    def connect(self, ds: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
+    def connect(self, ds: DataStream | BroadcastStream) -> ConnectedStreams | BroadcastConnectedStream:
         if isinstance(ds, BroadcastStream):
             return BroadcastConnectedStream(self, ds)
         if not isinstance(ds, DataStream):
             raise InvalidProgramError(f"connect(): expected a DataStream or a BroadcastStream, got {_type_name(ds)}")
         return ConnectedStreams(self._env, self, ds)
 
-    def window_all(self, window_assigner: Any) -> "AllWindowedStream":
+    def window_all(self, window_assigner: Any) -> AllWindowedStream:
         return AllWindowedStream(self, window_assigner)
 
-    def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
+    def count_window_all(self, size: int, slide: int = 0) -> AllWindowedStream:
         return AllWindowedStream(self, _count_assigner(size, slide))
 
     # -- sinks -----------------------------------------------------------------------------------
-    def _add_sink(self, name: str, factory: Callable[[], Any], coordinator_provider: Any = None) -> "DataStreamSink":
+    def _add_sink(self, name: str, factory: Callable[[], Any], coordinator_provider: Any = None) -> DataStreamSink:
         t = OneInputTransformation(
             name=name, input=self._t, operator_factory=factory, coordinator_provider=coordinator_provider, is_sink=True
         )
         self._env._add_transformation(t)
         return DataStreamSink(t)
 
-    def sink_to(self, sink: Any) -> "DataStreamSink":
+    def sink_to(self, sink: Any) -> DataStreamSink:
 
         if not isinstance(sink, Sink):
             raise InvalidProgramError(f"sink_to(): expected a Sink (e.g. DeltaSink), got {_type_name(sink)}")
         return self._add_sink(sink.default_name(), sink.create_writer, sink.coordinator_provider())
 
-    def add_sink(self, sink_func: Any) -> "DataStreamSink":
+    def add_sink(self, sink_func: Any) -> DataStreamSink:
 
         if isinstance(sink_func, Sink):
             return self.sink_to(sink_func)
@@ -564,7 +579,7 @@ class DataStream:
 
         return self._add_sink("Sink: Unnamed", functools.partial(SinkFunctionOperator, sink_func))
 
-    def print(self, sink_identifier: str | None = None) -> "DataStreamSink":
+    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
 
         return self.sink_to(PrintSink(sink_identifier, type_info=self._t.output_type))  # PyFlink prints by type
 
@@ -622,26 +637,26 @@ class SlotSharingGroup:
         return ResourceSpec(cpu_cores=self.cpu_cores, task_heap_mb=self.task_heap_memory_mb, managed_memory_mb=self.managed_memory_mb)
 
     @staticmethod
-    def builder(name: str) -> "SlotSharingGroup.Builder":
+    def builder(name: str) -> SlotSharingGroup.Builder:
         return SlotSharingGroup.Builder(name)
 
     class Builder:
         def __init__(self, name: str) -> None:
             self._g = SlotSharingGroup(name)
 
-        def set_cpu_cores(self, cpu_cores: float) -> "SlotSharingGroup.Builder":
+        def set_cpu_cores(self, cpu_cores: float) -> SlotSharingGroup.Builder:
             self._g.cpu_cores = cpu_cores
             return self
 
-        def set_task_heap_memory_mb(self, mb: int) -> "SlotSharingGroup.Builder":
+        def set_task_heap_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
             self._g.task_heap_memory_mb = mb
             return self
 
-        def set_managed_memory_mb(self, mb: int) -> "SlotSharingGroup.Builder":
+        def set_managed_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
             self._g.managed_memory_mb = mb
             return self
 
-        def build(self) -> "SlotSharingGroup":
+        def build(self) -> SlotSharingGroup:
             return self._g
 
 
@@ -654,43 +669,43 @@ class DataStreamSink:
     def get_transformation(self) -> Transformation:
         return self._t
 
-    def name(self, name: str) -> "DataStreamSink":
+    def name(self, name: str) -> DataStreamSink:
         self._t.name = name
         return self
 
-    def uid(self, uid: str) -> "DataStreamSink":
+    def uid(self, uid: str) -> DataStreamSink:
         self._t.uid = uid
         return self
 
-    def set_uid_hash(self, uid_hash: str) -> "DataStreamSink":
+    def set_uid_hash(self, uid_hash: str) -> DataStreamSink:
         self._t.uid_hash = uid_hash
         return self
 
-    def set_description(self, description: str) -> "DataStreamSink":
+    def set_description(self, description: str) -> DataStreamSink:
         self._t.description = description  # type: ignore[attr-defined]
         return self
 
-    def set_parallelism(self, parallelism: int) -> "DataStreamSink":
+    def set_parallelism(self, parallelism: int) -> DataStreamSink:
         self._t.parallelism = _check_parallelism(f"set_parallelism() on '{self._t.name}'", parallelism)
         self._t.parallelism_configured = True
         return self
 
-    def set_max_parallelism(self, max_parallelism: int) -> "DataStreamSink":
+    def set_max_parallelism(self, max_parallelism: int) -> DataStreamSink:
         self._t.max_parallelism = _check_parallelism(f"set_max_parallelism() on '{self._t.name}'", max_parallelism)
         return self
 
-    def slot_sharing_group(self, slot_sharing_group: Any) -> "DataStreamSink":
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStreamSink:
         name, resources = _slot_sharing(slot_sharing_group)
         self._t.slot_sharing_group = name
         if resources is not None:
             self._t.resources = resources
         return self
 
-    def disable_chaining(self) -> "DataStreamSink":
+    def disable_chaining(self) -> DataStreamSink:
         self._t.chaining_strategy = ChainingStrategy.NEVER
         return self
 
-    def start_new_chain(self) -> "DataStreamSink":
+    def start_new_chain(self) -> DataStreamSink:
         self._t.chaining_strategy = ChainingStrategy.HEAD
         return self
 
@@ -710,7 +725,7 @@ def _declaring_key_type(factory: Callable[[], Any], key_type: Any) -> Callable[[
 class KeyedStream(DataStream):
     """A stream partitioned by key (PyFlink's KeyedStream); its operators see keyed state."""
 
-    def __init__(self, env: "StreamExecutionEnvironment", transformation: PartitionTransformation, key_selector: Any, key_type: Any = None) -> None:
+    def __init__(self, env: StreamExecutionEnvironment, transformation: PartitionTransformation, key_selector: Any, key_type: Any = None) -> None:
         super().__init__(env, transformation)
         self._key_selector = key_selector
         self._key_type = key_type
@@ -771,17 +786,17 @@ class KeyedStream(DataStream):
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         return self._aggregation("max_by", position_to_max_by, _MinMaxReduce(position_to_max_by, False, True))
 
-    def window(self, window_assigner: Any) -> "WindowedStream":
+    def window(self, window_assigner: Any) -> WindowedStream:
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
         return WindowedStream(self, _count_assigner(size, slide))
 
     # a KeyedStream's partitioning is its key: no re-partitioning (PyFlink raises too)
     def _partition(self, kind: PartitionerKind) -> DataStream:
         raise InvalidProgramError(f"{kind.value}(): cannot override the partitioning of a KeyedStream")
 
-    def connect(self, ds: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
+    def connect(self, ds: DataStream | BroadcastStream) -> ConnectedStreams | BroadcastConnectedStream:
         return super().connect(ds)
 
 
@@ -819,24 +834,24 @@ class WindowedStream:
         self._evictor: Any = None
         self._parallelism = parallelism  # window_all forces 1
 
-    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._keyed_stream._env
 
     def get_input_type(self) -> Any:
         return self._keyed_stream.get_type()
 
-    def trigger(self, trigger: Any) -> "WindowedStream":
+    def trigger(self, trigger: Any) -> WindowedStream:
         self._trigger = trigger
         return self
 
-    def allowed_lateness(self, time_ms: Any) -> "WindowedStream":
+    def allowed_lateness(self, time_ms: Any) -> WindowedStream:
         ms = _to_ms(time_ms)
         if ms < 0:
             raise InvalidProgramError(f"allowed_lateness(): must not be negative, got {ms}")
         self._allowed_lateness = ms
         return self
 
-    def evictor(self, evictor: Any) -> "WindowedStream":
+    def evictor(self, evictor: Any) -> WindowedStream:
         """Remove elements from a pane before and/or after the window function (CountEvictor,
         TimeEvictor, DeltaEvictor or your own Evictor); the pane then keeps every element."""
 
@@ -845,7 +860,7 @@ class WindowedStream:
         self._evictor = evictor
         return self
 
-    def side_output_late_data(self, output_tag: Any) -> "WindowedStream":
+    def side_output_late_data(self, output_tag: Any) -> WindowedStream:
         """Elements too late for any window (after the watermark passed it plus the allowed lateness)
         go to this side output instead of being dropped: `result.get_side_output(output_tag)`."""
 
@@ -936,22 +951,22 @@ class AllWindowedStream:
         keyed = stream.key_by(_NullKeySelector())
         self._ws = WindowedStream(keyed, window_assigner, parallelism=1)
 
-    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._ws.get_execution_environment()
 
-    def trigger(self, trigger: Any) -> "AllWindowedStream":
+    def trigger(self, trigger: Any) -> AllWindowedStream:
         self._ws.trigger(trigger)
         return self
 
-    def allowed_lateness(self, time_ms: Any) -> "AllWindowedStream":
+    def allowed_lateness(self, time_ms: Any) -> AllWindowedStream:
         self._ws.allowed_lateness(time_ms)
         return self
 
-    def evictor(self, evictor: Any) -> "AllWindowedStream":
+    def evictor(self, evictor: Any) -> AllWindowedStream:
         self._ws.evictor(evictor)
         return self
 
-    def side_output_late_data(self, output_tag: Any) -> "AllWindowedStream":
+    def side_output_late_data(self, output_tag: Any) -> AllWindowedStream:
         self._ws.side_output_late_data(output_tag)
         return self
 
@@ -993,7 +1008,7 @@ class BroadcastStream:
         self.stream = stream
         self.broadcast_state_descriptors = descriptors
 
-    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self.stream._env
 
 
@@ -1028,7 +1043,7 @@ class BroadcastConnectedStream:
 class ConnectedStreams:
     """stream1.connect(stream2) (PyFlink's ConnectedStreams)."""
 
-    def __init__(self, env: "StreamExecutionEnvironment", stream1: DataStream, stream2: DataStream) -> None:
+    def __init__(self, env: StreamExecutionEnvironment, stream1: DataStream, stream2: DataStream) -> None:
         self._env = env
         self.stream1 = stream1
         self.stream2 = stream2
@@ -1036,7 +1051,7 @@ class ConnectedStreams:
     def _is_keyed(self) -> bool:
         return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
 
-    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> "ConnectedStreams":
+    def key_by(self, key_selector1: Any, key_selector2: Any, key_type: Any = None) -> ConnectedStreams:
         return ConnectedStreams(
             self._env, self.stream1.key_by(key_selector1, key_type), self.stream2.key_by(key_selector2, key_type)
         )

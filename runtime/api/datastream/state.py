@@ -1,24 +1,24 @@
 """Keyed state descriptors and state interfaces (pyflink.datastream.state): defined in `runtime.core.state`, low in the layers, so the state backends and the
 TaskManager use them without loading the API; re-exported here at PyFlink's path."""
-from runtime.core.state import (  # noqa: F401 - re-exported
-    State,
-    ValueState,
-    AppendingState,
-    MergingState,
-    ListState,
-    ReducingState,
+from runtime.core.state import (  # re-exported
     AggregatingState,
-    MapState,
-    StateKind,
-    StateDescriptor,
-    StateTtlConfig,
-    ValueStateDescriptor,
-    ListStateDescriptor,
-    MapStateDescriptor,
-    ReducingStateDescriptor,
     AggregatingStateDescriptor,
-    ReadOnlyBroadcastState,
+    AppendingState,
     BroadcastState,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    MergingState,
+    ReadOnlyBroadcastState,
+    ReducingState,
+    ReducingStateDescriptor,
+    State,
+    StateDescriptor,
+    StateKind,
+    StateTtlConfig,
+    ValueState,
+    ValueStateDescriptor,
 )
 
 __all__ = [

@@ -11,7 +11,8 @@ JobGraph.config and are validated when the job is compiled.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
 from runtime.api.common.execution_config import WATERMARK_INTERVAL_KEY, ExecutionConfig  # noqa: F401 - the key is re-exported
@@ -66,7 +67,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig(self._config)  # a view over self._config
 
     @staticmethod
-    def get_execution_environment(configuration: Configuration | dict[str, Any] | None = None) -> "StreamExecutionEnvironment":
+    def get_execution_environment(configuration: Configuration | dict[str, Any] | None = None) -> StreamExecutionEnvironment:
         """A new environment; the runner's context configuration (e.g. `millrace run -p 2`) is the base."""
         from runtime.api.execution import context_config
 
@@ -77,7 +78,7 @@ class StreamExecutionEnvironment:
         return StreamExecutionEnvironment(base)
 
     # -- settings --------------------------------------------------------------------------------
-    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         if not isinstance(parallelism, int) or parallelism < 1:
             raise InvalidProgramError(f"set_parallelism(): parallelism must be a positive int, got {parallelism!r}")
         self._parallelism = parallelism
@@ -86,7 +87,7 @@ class StreamExecutionEnvironment:
     def get_parallelism(self) -> int:
         return self._parallelism
 
-    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
         if not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= (1 << 15):
             raise InvalidProgramError(f"set_max_parallelism(): must be in [1, 32768], got {max_parallelism!r}")
         self._max_parallelism = max_parallelism
@@ -95,7 +96,7 @@ class StreamExecutionEnvironment:
     def get_max_parallelism(self) -> int:
         return self._max_parallelism
 
-    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode | str) -> "StreamExecutionEnvironment":
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode | str) -> StreamExecutionEnvironment:
         try:
             self._runtime_mode = RuntimeExecutionMode(str(getattr(execution_mode, "value", execution_mode)).upper())
         except ValueError:
@@ -111,7 +112,7 @@ class StreamExecutionEnvironment:
     def get_configuration(self) -> Configuration:
         return self._config
 
-    def configure(self, configuration: Configuration | dict[str, Any]) -> "StreamExecutionEnvironment":
+    def configure(self, configuration: Configuration | dict[str, Any]) -> StreamExecutionEnvironment:
         """Apply Flink options, including execution.checkpointing.*, state.backend.type,
         restart-strategy.* and jobmanager.execution.failover-strategy (validated here)."""
         validate_fault_tolerance_config(Configuration(configuration))
@@ -124,14 +125,14 @@ class StreamExecutionEnvironment:
             self.set_runtime_mode(mode)
         return self
 
-    def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
         self._config.set(execution_options.OPERATOR_CHAINING, False)
         return self
 
     def is_chaining_enabled(self) -> bool:
         return self._config.get(execution_options.OPERATOR_CHAINING)
 
-    def set_buffer_timeout(self, timeout_millis: int) -> "StreamExecutionEnvironment":
+    def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
         # passed to the network layer through the job config (Flink's execution.buffer-timeout)
         execution_options.BUFFER_TIMEOUT.validate(timeout_millis)
         self._config.set_integer(execution_options.BUFFER_TIMEOUT.key, timeout_millis)
@@ -145,7 +146,7 @@ class StreamExecutionEnvironment:
     # -- fault tolerance -------------------------------------------------------------------------
     def enable_checkpointing(
         self, interval: int, mode: CheckpointingMode | str | None = None
-    ) -> "StreamExecutionEnvironment":
+    ) -> StreamExecutionEnvironment:
         """Checkpoint every `interval` ms (at least 10); `mode` EXACTLY_ONCE (the default) or
         AT_LEAST_ONCE; None keeps the mode configured so far (execution.checkpointing.*)."""
         cc = self._checkpoint_config
@@ -164,7 +165,7 @@ class StreamExecutionEnvironment:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self._checkpoint_config.get_checkpointing_mode()
 
-    def set_state_backend(self, state_backend: StateBackend) -> "StreamExecutionEnvironment":
+    def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
         """HashMapStateBackend() (state.backend.type: hashmap) or EmbeddedRocksDBStateBackend() (rocksdb)."""
         if not isinstance(state_backend, StateBackend) or not state_backend.TYPE:
             raise InvalidProgramError(
@@ -180,7 +181,7 @@ class StreamExecutionEnvironment:
         """The configured state backend, or None (then hashmap)."""
         return state_backend_from_config(self._config)
 
-    def enable_changelog_state_backend(self, enabled: bool) -> "StreamExecutionEnvironment":
+    def enable_changelog_state_backend(self, enabled: bool) -> StreamExecutionEnvironment:
         """Incremental checkpoints by a changelog over periodic materialization (state.changelog.enabled;
         the RocksDB backend: see docs/fault_tolerance.md)."""
         self._config.set(state_options.CHANGELOG_ENABLED, bool(enabled))
@@ -192,7 +193,7 @@ class StreamExecutionEnvironment:
 
     def set_restart_strategy(
         self, restart_strategy_configuration: RestartStrategyConfiguration
-    ) -> "StreamExecutionEnvironment":
+    ) -> StreamExecutionEnvironment:
         """Replace the job's restart strategy (restart-strategy.* keys); fall_back_restart() clears them."""
         if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
             raise InvalidProgramError(

@@ -10,14 +10,14 @@ from __future__ import annotations
 import abc
 import datetime
 import enum
-import operator
-from dataclasses import dataclass
-from typing import Any, Callable, Collection, Generic, Iterable, TypeVar
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Generic, TypeVar
 
 from runtime.api.datastream.state import ReducingStateDescriptor, ValueStateDescriptor
-from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP
+from runtime.core.records import MIN_TIMESTAMP
+
 # the windows themselves live low in the layers (state and timers use them); here at PyFlink's path
-from runtime.core.windows import CountWindow, GlobalWindow, TimeWindow, Window  # noqa: F401 - re-exported
+from runtime.core.windows import CountWindow, GlobalWindow, TimeWindow, Window  # re-exported
 
 T = TypeVar("T")
 W = TypeVar("W", bound="Window")
@@ -82,22 +82,22 @@ class Trigger(abc.ABC, Generic[T, W]):
         def merge_partitioned_state(self, state_descriptor: Any) -> None: ...
 
     @abc.abstractmethod
-    def on_element(self, element: T, timestamp: int, window: W, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    def on_element(self, element: T, timestamp: int, window: W, ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     @abc.abstractmethod
-    def on_processing_time(self, time: int, window: W, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    def on_processing_time(self, time: int, window: W, ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     @abc.abstractmethod
-    def on_event_time(self, time: int, window: W, ctx: "Trigger.TriggerContext") -> TriggerResult: ...
+    def on_event_time(self, time: int, window: W, ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     def can_merge(self) -> bool:
         return False
 
-    def on_merge(self, window: W, ctx: "Trigger.OnMergeContext") -> None:
+    def on_merge(self, window: W, ctx: Trigger.OnMergeContext) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support merging windows")
 
     @abc.abstractmethod
-    def clear(self, window: W, ctx: "Trigger.TriggerContext") -> None: ...
+    def clear(self, window: W, ctx: Trigger.TriggerContext) -> None: ...
 
 
 class EventTimeTrigger(Trigger[Any, TimeWindow]):
@@ -126,7 +126,7 @@ class EventTimeTrigger(Trigger[Any, TimeWindow]):
         ctx.delete_event_time_timer(window.max_timestamp())
 
     @staticmethod
-    def create() -> "EventTimeTrigger":
+    def create() -> EventTimeTrigger:
         return EventTimeTrigger()
 
     def __repr__(self) -> str:
@@ -157,7 +157,7 @@ class ProcessingTimeTrigger(Trigger[Any, TimeWindow]):
         ctx.delete_processing_time_timer(window.max_timestamp())
 
     @staticmethod
-    def create() -> "ProcessingTimeTrigger":
+    def create() -> ProcessingTimeTrigger:
         return ProcessingTimeTrigger()
 
     def __repr__(self) -> str:
@@ -176,7 +176,7 @@ class CountTrigger(Trigger[Any, Window]):
         self._desc = ReducingStateDescriptor("count", _add)
 
     @staticmethod
-    def of(count: int) -> "CountTrigger":
+    def of(count: int) -> CountTrigger:
         return CountTrigger(count)
 
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
@@ -213,7 +213,7 @@ class PurgingTrigger(Trigger[Any, Window]):
         self.nested_trigger = nested_trigger
 
     @staticmethod
-    def of(nested_trigger: Trigger) -> "PurgingTrigger":
+    def of(nested_trigger: Trigger) -> PurgingTrigger:
         return PurgingTrigger(nested_trigger)
 
     @staticmethod
@@ -326,7 +326,7 @@ class CountEvictor(_BeforeOrAfterEvictor):
         self.max_count, self.do_evict_after = max_count, do_evict_after
 
     @staticmethod
-    def of(max_count: int, do_evict_after: bool = False) -> "CountEvictor":
+    def of(max_count: int, do_evict_after: bool = False) -> CountEvictor:
         return CountEvictor(max_count, do_evict_after)
 
     def _evict(self, elements: list[TimestampedValue], size: int) -> None:
@@ -343,7 +343,7 @@ class TimeEvictor(_BeforeOrAfterEvictor):
         self.window_size_ms, self.do_evict_after = window_size_ms, do_evict_after
 
     @staticmethod
-    def of(window_time: Any, do_evict_after: bool = False) -> "TimeEvictor":
+    def of(window_time: Any, do_evict_after: bool = False) -> TimeEvictor:
         return TimeEvictor(to_milliseconds(window_time), do_evict_after)
 
     def _evict(self, elements: list[TimestampedValue], size: int) -> None:
@@ -362,7 +362,7 @@ class DeltaEvictor(_BeforeOrAfterEvictor):
         self.threshold, self.delta_function, self.do_evict_after = threshold, delta_function, do_evict_after
 
     @staticmethod
-    def of(threshold: float, delta_function: Callable[[Any, Any], float], do_evict_after: bool = False) -> "DeltaEvictor":
+    def of(threshold: float, delta_function: Callable[[Any, Any], float], do_evict_after: bool = False) -> DeltaEvictor:
         fn = delta_function.get_delta if hasattr(delta_function, "get_delta") else delta_function
         return DeltaEvictor(threshold, fn, do_evict_after)
 
@@ -385,7 +385,7 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
         def get_runtime_context(self) -> Any: ...
 
     @abc.abstractmethod
-    def assign_windows(self, element: T, timestamp: int, context: "WindowAssigner.WindowAssignerContext") -> Collection[W]: ...
+    def assign_windows(self, element: T, timestamp: int, context: WindowAssigner.WindowAssignerContext) -> Collection[W]: ...
 
     @abc.abstractmethod
     def get_default_trigger(self, env: Any = None) -> Trigger: ...
@@ -430,7 +430,7 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
         self.offset = offset
 
     @staticmethod
-    def of(size: Any, offset: Any = None) -> "TumblingEventTimeWindows":
+    def of(size: Any, offset: Any = None) -> TumblingEventTimeWindows:
         return TumblingEventTimeWindows(to_milliseconds(size), 0 if offset is None else to_milliseconds(offset))
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
@@ -456,7 +456,7 @@ class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
         self.offset = offset
 
     @staticmethod
-    def of(size: Any, offset: Any = None) -> "TumblingProcessingTimeWindows":
+    def of(size: Any, offset: Any = None) -> TumblingProcessingTimeWindows:
         return TumblingProcessingTimeWindows(to_milliseconds(size), 0 if offset is None else to_milliseconds(offset))
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
@@ -488,7 +488,7 @@ class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
         self.offset = offset
 
     @staticmethod
-    def of(size: Any, slide: Any, offset: Any = None) -> "SlidingEventTimeWindows":
+    def of(size: Any, slide: Any, offset: Any = None) -> SlidingEventTimeWindows:
         return SlidingEventTimeWindows(
             to_milliseconds(size), to_milliseconds(slide), 0 if offset is None else to_milliseconds(offset)
         )
@@ -516,7 +516,7 @@ class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
         self.offset = offset
 
     @staticmethod
-    def of(size: Any, slide: Any, offset: Any = None) -> "SlidingProcessingTimeWindows":
+    def of(size: Any, slide: Any, offset: Any = None) -> SlidingProcessingTimeWindows:
         return SlidingProcessingTimeWindows(
             to_milliseconds(size), to_milliseconds(slide), 0 if offset is None else to_milliseconds(offset)
         )
@@ -608,7 +608,7 @@ class EventTimeSessionWindows(_FixedGapSessionWindows):
     """Flink: EventTimeSessionWindows: [ts, ts + gap), merged while they overlap or touch."""
 
     @staticmethod
-    def with_gap(size: Any) -> "EventTimeSessionWindows":
+    def with_gap(size: Any) -> EventTimeSessionWindows:
         return EventTimeSessionWindows(to_milliseconds(size))
 
     @staticmethod
@@ -621,7 +621,7 @@ class ProcessingTimeSessionWindows(_FixedGapSessionWindows):
     event_time = False
 
     @staticmethod
-    def with_gap(size: Any) -> "ProcessingTimeSessionWindows":
+    def with_gap(size: Any) -> ProcessingTimeSessionWindows:
         return ProcessingTimeSessionWindows(to_milliseconds(size))
 
     @staticmethod
@@ -633,7 +633,7 @@ class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
     """Every element in one window per key; default trigger never fires (use .trigger(...))."""
 
     @staticmethod
-    def create() -> "GlobalWindows":
+    def create() -> GlobalWindows:
         return GlobalWindows()
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[GlobalWindow]:
@@ -662,7 +662,7 @@ class CountTumblingWindowAssigner(WindowAssigner[Any, CountWindow]):
         self._count_descriptor = ValueStateDescriptor("tumble-count-assigner")
 
     @staticmethod
-    def of(window_size: int) -> "CountTumblingWindowAssigner":
+    def of(window_size: int) -> CountTumblingWindowAssigner:
         return CountTumblingWindowAssigner(window_size)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[CountWindow]:
@@ -697,7 +697,7 @@ class CountSlidingWindowAssigner(WindowAssigner[Any, CountWindow]):
         self._count_descriptor = ValueStateDescriptor("slide-count-assigner")
 
     @staticmethod
-    def of(window_size: int, window_slide: int) -> "CountSlidingWindowAssigner":
+    def of(window_size: int, window_slide: int) -> CountSlidingWindowAssigner:
         return CountSlidingWindowAssigner(window_size, window_slide)
 
     def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[CountWindow]:

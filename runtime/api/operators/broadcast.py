@@ -9,7 +9,8 @@ subtask of a restored job (at any parallelism) starts from it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from runtime.api.datastream.functions import (
     BroadcastProcessFunction,
@@ -82,7 +83,7 @@ class _Contexts:
 class _NonKeyedContext(_Contexts, BroadcastProcessFunction.Context, BroadcastProcessFunction.ReadOnlyContext):
     __slots__ = ("_op", "_ts", "_writable")
 
-    def __init__(self, op: "BroadcastProcessOperator", writable: bool) -> None:
+    def __init__(self, op: BroadcastProcessOperator, writable: bool) -> None:
         self._op, self._ts, self._writable = op, None, writable
 
 
@@ -159,7 +160,7 @@ class _KeyedReadOnlyContext(_Contexts, KeyedTimerContext, KeyedBroadcastProcessF
 
     __slots__ = ("_writable",)
 
-    def __init__(self, op: "KeyedBroadcastProcessOperator", timer_service: TimerService) -> None:
+    def __init__(self, op: KeyedBroadcastProcessOperator, timer_service: TimerService) -> None:
         KeyedTimerContext.__init__(self, op, timer_service)
         self._writable = False
 
@@ -169,7 +170,7 @@ class _KeyedBroadcastContext(_Contexts, KeyedBroadcastProcessFunction.Context):
 
     __slots__ = ("_op", "_ts", "_writable")
 
-    def __init__(self, op: "KeyedBroadcastProcessOperator") -> None:
+    def __init__(self, op: KeyedBroadcastProcessOperator) -> None:
         self._op, self._ts, self._writable = op, None, True
 
     def apply_to_keyed_state(self, state_descriptor: Any, function: Callable[[Any, Any], None]) -> None:

@@ -31,11 +31,11 @@ from runtime.api.datastream.window import (
     WindowAssigner,
 )
 from runtime.api.operators.base import StreamOperator
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
 from runtime.core.errors import InvalidProgramError, MillraceError
+from runtime.core.gc_pause import gc_paused
 from runtime.core.keygroups import assign_to_key_groups, stable_hash
 from runtime.core.records import ColumnBatch, RecordBatch, Watermark
-from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateInitializationContext
-from runtime.core.gc_pause import gc_paused
 from runtime.state.backend import PANE_KIND
 
 PANE_STATE = "__window_panes__"

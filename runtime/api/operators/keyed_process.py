@@ -1,7 +1,8 @@
 """KeyedStream.process(KeyedProcessFunction). Port of Flink's KeyedProcessOperator."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from runtime.api.datastream.functions import KeyedProcessFunction, TimeDomain, TimerService
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function

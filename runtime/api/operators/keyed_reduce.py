@@ -9,7 +9,8 @@ timer at Long.MAX_VALUE does), so a batch run's output is the streaming run's fi
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runtime.api.datastream.state import ValueStateDescriptor
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function

@@ -10,18 +10,19 @@ implements the checkpoint contract (`snapshot_state` / `initialize_state`) per k
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 from runtime.api.datastream.functions import Function, OutputTag, RuntimeContext
+from runtime.api.operators.base import OperatorContext, StreamOperator
+from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateEntries, StateInitializationContext, snapshot_is_canonical
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import assign_to_key_groups
 from runtime.core.keys import KeyExtractor, int_key_array
 from runtime.core.options import state as state_options
 from runtime.core.records import ObjectBatch, RecordBatch, Watermark
-from runtime.api.operators.base import OperatorContext, StreamOperator
-from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot, StateEntries, StateInitializationContext, snapshot_is_canonical
 from runtime.state import KeyedStateBackend, create_keyed_state_backend
 from runtime.state.backend import TIMER_KIND
 from runtime.state.timers import InternalTimerService, Triggerable

@@ -6,7 +6,8 @@ input batch (never per record); each output keeps the timestamp of the input it 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

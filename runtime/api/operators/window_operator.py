@@ -16,7 +16,8 @@ callable(key, window, elements).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from runtime.api.datastream.functions import Function, ProcessWindowFunction
 from runtime.api.datastream.state import (
@@ -38,8 +39,8 @@ from runtime.api.datastream.window import (
 )
 from runtime.api.operators.runtime_context import AbstractKeyedOperator, close_function, open_function
 from runtime.core.errors import InvalidProgramError, MillraceError
-from runtime.core.keys import KeyExtractor
 from runtime.core.keygroups import assign_to_key_group
+from runtime.core.keys import KeyExtractor
 from runtime.core.records import MAX_TIMESTAMP, MIN_TIMESTAMP, RecordBatch
 from runtime.state import VOID_NAMESPACE, KeyedStateBackend
 from runtime.state.backend import KvAggregatingState, KvListState, KvReducingState
@@ -124,7 +125,7 @@ class _KeyedStateStore:
 class _ProcessContext(ProcessWindowFunction.Context):
     __slots__ = ("_op", "_window")
 
-    def __init__(self, op: "WindowOperator") -> None:
+    def __init__(self, op: WindowOperator) -> None:
         self._op = op
         self._window: Any = None
 
@@ -150,7 +151,7 @@ class _ProcessContext(ProcessWindowFunction.Context):
 
 
 class _AssignerContext(WindowAssigner.WindowAssignerContext):
-    def __init__(self, op: "WindowOperator") -> None:
+    def __init__(self, op: WindowOperator) -> None:
         self._op = op
 
     def get_current_processing_time(self) -> int:
@@ -163,7 +164,7 @@ class _AssignerContext(WindowAssigner.WindowAssignerContext):
 class _TriggerContext(Trigger.OnMergeContext):
     """Flink: WindowOperator.Context: the trigger's view for the current key and `window`."""
 
-    def __init__(self, op: "WindowOperator", trigger: Trigger) -> None:
+    def __init__(self, op: WindowOperator, trigger: Trigger) -> None:
         self._op = op
         self._trigger = trigger
         self.window: Any = None

@@ -7,7 +7,8 @@ from it.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -147,7 +148,7 @@ class CheckpointingSettings(BaseModel):
         return self.interval_ms > 0
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "CheckpointingSettings":
+    def from_config(cls, config: Mapping[str, Any]) -> CheckpointingSettings:
         """Raises ConfigurationError naming the key of a malformed or unsupported value."""
         interval = CHECKPOINTING_INTERVAL.get(config)
         if interval is not None and 0 < interval < MINIMAL_CHECKPOINT_TIME_MS:

@@ -7,7 +7,8 @@ module builds its RestartBackoffTimeStrategy and FailoverStrategy from it.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Union
+from collections.abc import Mapping
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -168,7 +169,7 @@ class FixedDelaySettings(BaseModel):
     delay_ms: int = DEFAULT_FIXED_DELAY_MS
 
     @model_validator(mode="after")
-    def _check(self) -> "FixedDelaySettings":
+    def _check(self) -> FixedDelaySettings:
         FIXED_DELAY_ATTEMPTS.validate(self.attempts)
         FIXED_DELAY_DELAY.validate(self.delay_ms)
         return self
@@ -183,7 +184,7 @@ class FailureRateSettings(BaseModel):
     delay_ms: int = DEFAULT_FAILURE_RATE_DELAY_MS
 
     @model_validator(mode="after")
-    def _check(self) -> "FailureRateSettings":
+    def _check(self) -> FailureRateSettings:
         FAILURE_RATE_MAX_FAILURES.validate(self.max_failures_per_interval)
         FAILURE_RATE_INTERVAL.validate(self.interval_ms)
         FAILURE_RATE_DELAY.validate(self.delay_ms)
@@ -202,7 +203,7 @@ class ExponentialDelaySettings(BaseModel):
     attempts_before_reset: int | None = Field(None, description="None: unlimited (Flink: Integer.MAX_VALUE)")
 
     @model_validator(mode="after")
-    def _check(self) -> "ExponentialDelaySettings":
+    def _check(self) -> ExponentialDelaySettings:
         EXPONENTIAL_DELAY_INITIAL_BACKOFF.validate(self.initial_ms)
         EXPONENTIAL_DELAY_MAX_BACKOFF.validate(self.max_ms)
         if self.initial_ms > self.max_ms:
@@ -267,7 +268,7 @@ class RestartStrategySettings(BaseModel):
     checkpointing_enabled: bool = False
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "RestartStrategySettings":
+    def from_config(cls, config: Mapping[str, Any]) -> RestartStrategySettings:
         """Raises ConfigurationError naming the key of a malformed or disallowed value."""
         return cls(
             strategy=restart_strategy_from_config(config),

@@ -8,7 +8,8 @@ written (state.snapshot.async-mode) is read with the task's settings (runtime.co
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,7 +87,7 @@ class ChangelogSettings(BaseModel):
     max_log_bytes: int = Field(default=DEFAULT_MAX_LOG_BYTES, gt=0)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "ChangelogSettings":
+    def from_config(cls, config: Mapping[str, Any]) -> ChangelogSettings:
         return cls(
             # Flink's RocksDB switch (state.backend.incremental) means incremental checkpoints: here by changelog
             enabled=bool(CHANGELOG_ENABLED.get(config)) or bool(INCREMENTAL_CHECKPOINTS.get(config)),
@@ -111,7 +112,7 @@ class StateBackendSettings(BaseModel):
         return self.backend or "hashmap"
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "StateBackendSettings":
+    def from_config(cls, config: Mapping[str, Any]) -> StateBackendSettings:
         """Raises ConfigurationError naming the key of a malformed value."""
         return cls(
             backend=STATE_BACKEND.get(config),

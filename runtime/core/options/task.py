@@ -9,7 +9,8 @@ created.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,7 +68,7 @@ class TaskSettings(BaseModel):
         return self.snapshot_async_mode == "fork" and _can_fork()
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "TaskSettings":
+    def from_config(cls, config: Mapping[str, Any]) -> TaskSettings:
         """Raises ConfigurationError naming the key of a malformed value."""
         mode = state_options.SNAPSHOT_ASYNC_MODE.get(config) or ("fork" if _can_fork() else "thread")
         return cls(

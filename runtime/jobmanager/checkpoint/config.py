@@ -3,7 +3,8 @@ their one parser (runtime.core.options.checkpointing.CheckpointingSettings), plu
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -36,7 +37,7 @@ class CheckpointCoordinatorConfiguration(BaseModel):
         return self.interval_ms > 0
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], job_id: str) -> "CheckpointCoordinatorConfiguration":
+    def from_config(cls, config: Mapping[str, Any], job_id: str) -> CheckpointCoordinatorConfiguration:
         """Raises ConfigurationError naming the key of a malformed or unsupported value."""
         s = CheckpointingSettings.from_config(config)
         base = s.checkpoints_dir or default_checkpoints_base()

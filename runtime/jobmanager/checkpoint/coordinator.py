@@ -23,9 +23,10 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 from runtime.core.errors import CheckpointError, SharedStateMissingError
 from runtime.core.states import ExecutionState
@@ -93,7 +94,7 @@ class PendingCheckpoint:
     timeout_handle: Any = None
     discarded: bool = False
     savepoint: m.SavepointOptions | None = None
-    done: "asyncio.Future[Any] | None" = None  # a savepoint's caller waits here: metadata, or the failure
+    done: asyncio.Future[Any] | None = None  # a savepoint's caller waits here: metadata, or the failure
     # every acknowledgement is in and the Delta commit is in flight: only its outcome decides now
     # (aborting here would delete files a landing commit references)
     completing: bool = False
@@ -127,7 +128,7 @@ class CheckpointCoordinator:
         self.latest_savepoint: Any = None  # CheckpointMetadata (with its location) of the newest savepoint taken or restored
         self._savepoint_targets: dict[int, str] = {}  # savepoint id -> its table: where late acknowledgements' files go
         self._last_completion = 0.0
-        self._completing: "asyncio.Future[None] | None" = None  # a checkpoint's commit in flight (see settle)
+        self._completing: asyncio.Future[None] | None = None  # a checkpoint's commit in flight (see settle)
         self._consecutive_failures = 0
         self._periodic = False
         self._timer: Any = None

@@ -16,8 +16,9 @@ Pure: the caller hands in each task's state and the tasks it reads from.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Hashable, Protocol, Sequence, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from runtime.core.states import ExecutionState
 

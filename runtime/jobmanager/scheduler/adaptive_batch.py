@@ -8,7 +8,8 @@ job's default parallelism) and to the vertex's max parallelism (its key groups).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +35,7 @@ class AdaptiveBatchOptions(BaseModel):
     max_parallelism: int | None = Field(None, ge=1, description="None: the vertex's configured (default) parallelism")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "AdaptiveBatchOptions":
+    def from_config(cls, config: Mapping[str, Any]) -> AdaptiveBatchOptions:
         """Raises ConfigurationError naming the key of a malformed value."""
         return cls(
             avg_data_volume_per_task=batch_options.ADAPTIVE_AVG_DATA_VOLUME_PER_TASK.get(config),
@@ -52,7 +53,7 @@ class AdaptiveBatchOptions(BaseModel):
 class AdaptiveBatchDecider:
     """The scheduler's part (main thread): which dynamic vertices can be decided, and deciding them."""
 
-    def __init__(self, execution_graph: ExecutionGraph, partitions: "BlockingPartitionTracker", config: dict[str, str]) -> None:
+    def __init__(self, execution_graph: ExecutionGraph, partitions: BlockingPartitionTracker, config: dict[str, str]) -> None:
         self.eg = execution_graph
         self.partitions = partitions
         self.options = AdaptiveBatchOptions.from_config(config)

@@ -21,9 +21,10 @@ import math
 import random
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from runtime.core.durations import format_duration_ms, parse_duration_ms  # noqa: F401 - re-exported (tests, older callers)
+from runtime.core.durations import format_duration_ms, parse_duration_ms  # re-exported (tests, older callers)
 from runtime.core.errors import MillraceError, ThrowableType, throwable_type_of
 from runtime.core.options import restart as restart_options
 from runtime.core.options.restart import (  # noqa: F401 - re-exported: the values and defaults under their old names

@@ -9,8 +9,9 @@ failover never re-runs a producer whose partitions are here.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.rpc.deployment import BlockingFileSlice

@@ -18,14 +18,15 @@ import asyncio
 import logging
 import pickle
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
+from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError, StopWithSavepointStoppingError
 from runtime.core.options import checkpointing as checkpointing_options
 from runtime.core.options import jobmanager as jobmanager_options
-from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError, StopWithSavepointStoppingError
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
@@ -69,7 +70,7 @@ class ExceptionHistoryEntry:
 
 
 class Scheduler:
-    def __init__(self, host: "JobMaster", job_graph: JobGraph, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, host: JobMaster, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> None:
         self.host = host
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
@@ -165,7 +166,7 @@ class Scheduler:
                 store = CompletedCheckpointStore(self.job_id, self.checkpoint_config.table_uri, self.checkpoint_config.num_retained)
                 self.checkpoints = CheckpointCoordinator(self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock)
             await self._restore_savepoint()
-        except Exception as e:  # noqa: BLE001 - e.g. the sink's module cannot be imported here
+        except Exception as e:  # e.g. the sink's module cannot be imported here
             info = m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None))
             if isinstance(e, MillraceError):
                 # refused on purpose (a savepoint that does not fit the program, a path that is no

@@ -8,7 +8,7 @@ group's profile.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from runtime.core.errors import NoResourceAvailableError
 from runtime.core.states import ExecutionState

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,7 +51,7 @@ class SpeculativeOptions(BaseModel):
     baseline_ratio: float = Field(0.75, gt=0, le=1.0, description="share of a vertex's subtasks that must have finished first")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "SpeculativeOptions":
+    def from_config(cls, config: Mapping[str, Any]) -> SpeculativeOptions:
         """Raises ConfigurationError naming the key (or the field) of a malformed value."""
         o = batch_options
         values = dict(

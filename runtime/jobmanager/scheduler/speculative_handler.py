@@ -30,7 +30,7 @@ def _alive(ex: Execution) -> bool:
 
 
 class SpeculativeExecutionHandler:
-    def __init__(self, scheduler: "Scheduler") -> None:
+    def __init__(self, scheduler: Scheduler) -> None:
         s = self.s = scheduler
         options = SpeculativeOptions.from_config(s.job_graph.config)
         # only lazily scheduled jobs (blocking exchanges) can run a subtask twice

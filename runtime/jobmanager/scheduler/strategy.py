@@ -8,7 +8,8 @@ committed; and which vertices must get their slots together.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from runtime.graph.regions import PipelinedRegion

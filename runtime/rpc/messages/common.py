@@ -37,7 +37,7 @@ class ErrorInfo(Message):
     throwable_type: ThrowableType = ThrowableType.RECOVERABLE_ERROR
 
     @classmethod
-    def from_exception(cls, exc: BaseException, **where: Any) -> "ErrorInfo":
+    def from_exception(cls, exc: BaseException, **where: Any) -> ErrorInfo:
         return cls(
             type_name=type(exc).__name__,
             message=str(exc),

@@ -110,7 +110,7 @@ class SubtaskDetails(Message):
     failure: ErrorInfo | None = None
     # speculative execution: the subtask's other attempts that ran beside this one (Flink's REST:
     # other-concurrent-attempts); each without further nesting
-    other_concurrent_attempts: list["SubtaskDetails"] = Field(default_factory=list)
+    other_concurrent_attempts: list[SubtaskDetails] = Field(default_factory=list)
 
 
 class VertexDetails(Message):

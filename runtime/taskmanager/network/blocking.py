@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from runtime.core.checkpoint import CheckpointBarrier
 from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, StreamElement, Watermark

@@ -66,7 +66,7 @@ class _ClientConnection:
         self.closed = False
         self.read_task: asyncio.Task[None] | None = None
 
-    def request(self, ch: "RemoteInputChannel") -> int:
+    def request(self, ch: RemoteInputChannel) -> int:
         rid = next(self._ids)
         self.receivers[rid] = ch
         req = P.PartitionRequest(ch.rpid.partition_id, ch.rpid.producer_attempt_id, ch.subpartition, ch.initial_credit)
@@ -204,7 +204,7 @@ class RemoteInputChannel(InputChannel):
     async def _request(self) -> None:
         try:
             conn = await self._connections.get(self.producer)
-        except (AuthenticationError, OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, AuthenticationError, OSError) as e:
             self.notify_error(PartitionConnectionError(
                 f"cannot connect to TaskManager {self.producer.tm_id} at {self.producer.host}:"
                 f"{self.producer.port} to read partition {self.rpid} (subpartition "

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Coroutine
 from concurrent.futures import Future
-from typing import Any, Coroutine, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,7 +132,7 @@ class NetworkEnvironment:
         self._loop.close()
         log.info("network environment of %s shut down", self.tm_id)
 
-    def __enter__(self) -> "NetworkEnvironment":
+    def __enter__(self) -> NetworkEnvironment:
         self.start()
         return self
 

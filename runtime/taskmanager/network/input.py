@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 class InputChannel(ABC):
     """One (partition, subpartition) this gate reads. Flink: InputChannel."""
 
-    def __init__(self, gate: "InputGate", index: int, rpid: ResultPartitionID, subpartition: int) -> None:
+    def __init__(self, gate: InputGate, index: int, rpid: ResultPartitionID, subpartition: int) -> None:
         self.gate = gate
         self.index = index
         self.rpid = rpid
@@ -85,7 +85,7 @@ class LocalInputChannel(InputChannel):
 
     def __init__(
         self,
-        gate: "InputGate",
+        gate: InputGate,
         index: int,
         rpid: ResultPartitionID,
         subpartition: int,

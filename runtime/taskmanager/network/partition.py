@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, StreamElement
 from runtime.taskmanager.network.errors import (
@@ -122,7 +122,7 @@ class ResultPartition:
         self._state = _State.RUNNING
         self._cause: BaseException | None = None
         self._num_consumed = 0
-        self._dispose_hooks: list[Callable[["ResultPartition"], None]] = []
+        self._dispose_hooks: list[Callable[[ResultPartition], None]] = []
         # metrics, read by the TaskExecutor's thread (plain ints: a read never tears)
         self.bytes_out = 0  # estimated in-memory size of the record batches added (see estimate_nbytes)
         self._backpressured_ns = 0  # time the producer spent blocked in add() waiting for room
@@ -279,7 +279,7 @@ class ResultPartition:
             hook(self)
 
     # ---- consumer side ------------------------------------------------------------------------
-    def create_view(self, subpartition: int, listener: AvailabilityListener) -> "SubpartitionView":
+    def create_view(self, subpartition: int, listener: AvailabilityListener) -> SubpartitionView:
         """Flink: createSubpartitionView -- the single reader of one subpartition.
 
         `listener` is called (from the producer's or releasing thread, without locks held)
@@ -309,7 +309,7 @@ class ResultPartition:
             sp.view = view
         return view
 
-    def _on_dispose(self, hook: Callable[["ResultPartition"], None]) -> None:
+    def _on_dispose(self, hook: Callable[[ResultPartition], None]) -> None:
         self._dispose_hooks.append(hook)
 
     def __repr__(self) -> str:
@@ -461,7 +461,7 @@ class ResultPartitionManager:
         cancel = self.subscribe(rpid, resolve)
         try:
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise PartitionNotFoundError(
                 f"partition {rpid} was not registered within {timeout:.1f}s: its producer was not "
                 "deployed on this TaskManager, or failed before registering",

@@ -48,7 +48,7 @@ class PartitionRequest:
         return json.dumps(asdict(self)).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "PartitionRequest":
+    def from_bytes(cls, data: bytes) -> PartitionRequest:
         d: dict[str, Any] = json.loads(data)
         req = cls(
             partition_id=str(d["partition_id"]),

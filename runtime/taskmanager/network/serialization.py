@@ -28,16 +28,17 @@ from __future__ import annotations
 import operator
 import pickle
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runtime.core.checkpoint import CheckpointBarrier, CheckpointingMode
 from runtime.core.records import (
+    ACTIVE,
     END_OF_PARTITION,
+    IDLE,
     ColumnBatch,
     EndOfPartition,
     ObjectBatch,
-    ACTIVE,
-    IDLE,
     RecordBatch,
     Watermark,
     WatermarkStatus,

@@ -63,7 +63,7 @@ class _ServerConnection:
 
     def __init__(
         self,
-        server: "PartitionRequestServer",
+        server: PartitionRequestServer,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:

@@ -48,19 +48,19 @@ class OutputFlusher:
             raise ValueError(f"flush interval must be > 0, got {interval_s}")
         self.interval_s = interval_s
         self._name = name
-        self._writers: "weakref.WeakSet[RecordWriter]" = weakref.WeakSet()
+        self._writers: weakref.WeakSet[RecordWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def register(self, writer: "RecordWriter") -> None:
+    def register(self, writer: RecordWriter) -> None:
         with self._lock:
             self._writers.add(writer)
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
 
-    def unregister(self, writer: "RecordWriter") -> None:
+    def unregister(self, writer: RecordWriter) -> None:
         with self._lock:
             self._writers.discard(writer)
 

@@ -6,7 +6,8 @@ processes import this module (their working directory is the repo root, like the
 from __future__ import annotations
 
 import random
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -28,16 +28,15 @@ from runtime.api.datastream import (
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from tests.integration.api._data import (
-    N,
-    RECORDS,
-    col_batch,
     COL_N,
+    RECORDS,
+    N,
+    col_batch,
     env_p,
     rec,
     records_source,
     source_subtask_of,
 )
-
 
 # -- map / flat_map / filter ------------------------------------------------------------------------
 
@@ -93,7 +92,7 @@ def test_map_flat_map_filter_with_function_classes_run_on_every_subtask(cluster_
         .flat_map(Explode())
         .execute_and_collect()
     )
-    expected = [(k, v * 5, j) for k, v, _ in RECORDS if (v * 5) % 2 == 1 for j in range(((v * 5) % 4))]
+    expected = [(k, v * 5, j) for k, v, _ in RECORDS if (v * 5) % 2 == 1 for j in range((v * 5) % 4)]
     assert Counter((k, v, j) for k, v, j, _ in got) == Counter(expected)
     # the rich function was opened on each of the 3 subtasks and saw the parallelism
     assert {s for *_, s in got} == {0, 1, 2}

@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[3]
 PROGRAMS = Path(__file__).parent / "pyflink_programs"
 

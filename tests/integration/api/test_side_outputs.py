@@ -1,7 +1,8 @@
 """Side outputs on a cluster: across the network, chained, from timers, and a window's late data."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pytest
 

@@ -15,18 +15,18 @@ from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import (
     AggregateFunction,
     Aggregates,
+    Count,
+    EventTimeSessionWindows,
     KeyedCoProcessFunction,
     KeyedProcessFunction,
     MapStateDescriptor,
-    ValueStateDescriptor,
-    Count,
-    EventTimeSessionWindows,
     Max,
     Min,
     ProcessWindowFunction,
     SlidingEventTimeWindows,
     Sum,
     TumblingEventTimeWindows,
+    ValueStateDescriptor,
     WindowFunction,
 )
 from runtime.deploy.minicluster import MiniCluster

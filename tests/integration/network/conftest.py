@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 

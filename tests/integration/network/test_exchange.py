@@ -22,7 +22,6 @@ from runtime.taskmanager.network import (
     PartitionReleasedError,
     ProducerFailedError,
 )
-
 from tests.integration.network.conftest import EnvFactory, igdd, rpdd
 from tests.waiting import wait_until
 

@@ -1,7 +1,7 @@
 """A session cluster (local-process TaskManagers) per test module that needs one."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -17,11 +17,11 @@ from pipelines.definitions import asset_checks, defs
 from pipelines.jobs import live_activity, windowed_sum
 from pipelines.jobs import user_minute_totals as umt_program
 from pipelines.sensors import windowed_sum_version_sensor
-from tests.pipelines_support import report_failed_run
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from runtime.api.common import Types
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus
+from tests.pipelines_support import report_failed_run
 
 EVENTS = 20_000
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime.api.common import Configuration, Time, TimestampAssigner, Types, WatermarkStrategy
+from runtime.api.common import Configuration, Types, WatermarkStrategy
 from runtime.api.connectors.delta import DeltaSink
 from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
@@ -104,7 +104,7 @@ def test_stages_at_parallelism_4_complete_on_2_slots(tmp_path: Path) -> None:
 class SumBothSides(KeyedCoProcessFunction):
     """Per key: the sum of each input, emitted once when input ends (an event-time timer at the end)."""
 
-    def open(self, ctx: Any) -> None:  # noqa: D102
+    def open(self, ctx: Any) -> None:
         self.left = ctx.get_state(ValueStateDescriptor("left", Types.LONG()))
         self.right = ctx.get_state(ValueStateDescriptor("right", Types.LONG()))
 

@@ -6,8 +6,8 @@ import errno
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from runtime.api.common import Configuration
+from runtime.api.common import Configuration, WatermarkStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
-from runtime.api.common import WatermarkStrategy
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.execution import use_executor
 from runtime.core.errors import AuthenticationError, JobExecutionError

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,8 +24,8 @@ from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.errors import JobExecutionError
 from runtime.core.states import ExecutionState, JobStatus
 from runtime.deploy.minicluster import MiniCluster
-from runtime.rpc import messages as m
 from runtime.rest.client import RestClusterClient
+from runtime.rpc import messages as m
 from tests.integration.rest.conftest import serve_rest
 from tests.waiting import wait_until
 

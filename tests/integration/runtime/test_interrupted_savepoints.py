@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -109,9 +110,8 @@ def uncommitted_part_files(table: Path) -> list[str]:
     on_disk = {str(p.relative_to(table)) for p in table.rglob("*.parquet") if "_delta_log" not in p.parts}
     if not (table / "_delta_log").is_dir():
         return sorted(on_disk)
-    from deltalake import DeltaTable
-
     import pyarrow as pa
+    from deltalake import DeltaTable
 
     referenced = {unquote(p) for p in pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).column("path").to_pylist()}
     return sorted(on_disk - referenced)

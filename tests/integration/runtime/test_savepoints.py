@@ -5,22 +5,21 @@ exactly once in the Delta output).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runtime.api.common import Configuration, WatermarkStrategy
+from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.delta import DeltaSink
+from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.errors import JobExecutionError, RpcError, UnknownJobError
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rpc import messages as m
-from runtime.api.connectors.base import RateLimiterStrategy
-from runtime.api.connectors.generator import DataGeneratorSource
 from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source, ids, read_ids, wait_for_checkpoints
 from tests.waiting import wait_until
 

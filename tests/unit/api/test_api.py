@@ -156,8 +156,8 @@ def test_keyed_map_has_keyed_state(env):
 
 
 def test_event_time_tumbling_window_reduce(env):
-    from runtime.api.datastream import TumblingEventTimeWindows
     from runtime.api.common import Time
+    from runtime.api.datastream import TumblingEventTimeWindows
 
     class Ts(TimestampAssigner):
         def extract_timestamp(self, value, record_timestamp):

@@ -11,7 +11,6 @@ import pytest
 from runtime.api.connectors.delta import DeltaSink, DeltaSinkCoordinator
 from runtime.core.errors import StorageError
 from runtime.core.records import ColumnBatch
-from runtime.storage import delta_commit
 from tests.harness import FakeEventGateway, run_one_input
 
 pytestmark = pytest.mark.unit

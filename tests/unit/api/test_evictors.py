@@ -8,12 +8,12 @@ from runtime.api.connectors.collection import CollectionSource
 from runtime.api.datastream import AggregateFunction, StreamExecutionEnvironment, WindowFunction
 from runtime.api.datastream.window import (
     CountEvictor,
+    CountTrigger,
     DeltaEvictor,
     GlobalWindows,
     TimeEvictor,
     TumblingEventTimeWindows,
 )
-from runtime.api.datastream.window import CountTrigger
 from runtime.api.execution import use_executor
 from runtime.core.errors import InvalidProgramError
 from tests.unit.api.local_runner import LocalExecutor

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.api.common import TimestampAssigner, WatermarkStrategy, Duration
+from runtime.api.common import Duration, TimestampAssigner, WatermarkStrategy
 from runtime.api.datastream.functions import (
     CoFlatMapFunction,
     CoMapFunction,

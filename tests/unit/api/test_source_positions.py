@@ -76,7 +76,7 @@ class Subtask:
             assert status is not InputStatus.NOTHING_AVAILABLE
             self.ended = status is InputStatus.END_OF_INPUT
 
-    def run(self) -> "Subtask":
+    def run(self) -> Subtask:
         for _ in range(1_000_000):
             if self.ended:
                 break

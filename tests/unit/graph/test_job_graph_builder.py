@@ -6,7 +6,7 @@ import pytest
 from runtime.graph.job_graph import DistributionPattern, JobGraph, JobType, ResultPartitionType
 from runtime.graph.job_graph_builder import build_job_graph
 from runtime.graph.stream_graph_generator import generate_stream_graph
-from runtime.graph.transformations import ChainingStrategy, ExchangeMode, PartitionerKind, PartitionTransformation, PartitionerSpec
+from runtime.graph.transformations import ChainingStrategy, ExchangeMode, PartitionerKind, PartitionerSpec, PartitionTransformation
 from tests.graph_builders import DummyOperator, key_by, one, partition, sink, source, two, union
 
 pytestmark = pytest.mark.unit

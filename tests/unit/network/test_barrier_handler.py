@@ -1,8 +1,8 @@
 """CheckpointBarrierHandler: aligned (exactly-once) and tracker (at-least-once) semantics."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
 

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from dagster import EnvVar, Failure, op, job
+from dagster import EnvVar, Failure, job, op
 from dagster._core.errors import DagsterExecutionInterruptedError
 
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource

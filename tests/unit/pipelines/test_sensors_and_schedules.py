@@ -2,7 +2,7 @@
 the daily schedule requests one valid run per day."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -20,7 +20,6 @@ from deltalake import write_deltalake
 from pipelines.definitions import defs
 from pipelines.schedules import DAILY_CRON, daily_tables_schedule
 from pipelines.sensors import windowed_sum_version_sensor
-from tests.pipelines_support import report_failed_run
 from resources import DeltaWarehouseResource, MillraceClusterResource, SparkResource
 from resources.millrace import SubmittedJob
 from runtime.api.common import Types
@@ -28,6 +27,7 @@ from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.errors import JobExecutionError
 from runtime.core.states import JobStatus
 from runtime.rpc.messages import ErrorInfo
+from tests.pipelines_support import report_failed_run
 from tests.unit.pipelines.test_resources import FakeJobClient
 
 pytestmark = pytest.mark.unit
@@ -72,7 +72,7 @@ def test_version_sensor_fires_once_per_new_version(tmp_path):
 def test_daily_schedule_requests_one_valid_run_per_day():
     assert daily_tables_schedule.cron_schedule == DAILY_CRON
     assert daily_tables_schedule.job_name == "daily_tables_job"
-    when = datetime(2026, 3, 4, 3, 0, tzinfo=timezone.utc)
+    when = datetime(2026, 3, 4, 3, 0, tzinfo=UTC)
     with build_schedule_context(scheduled_execution_time=when) as ctx:
         data = daily_tables_schedule.evaluate_tick(ctx)
     (req,) = data.run_requests
@@ -89,7 +89,7 @@ def test_hourly_savepoint_schedule_requests_one_run_per_hour():
     assert savepoint_live_jobs_schedule.cron_schedule == "0 * * * *" and savepoint_live_jobs_schedule.job_name == "savepoint_live_jobs"
     runs = []
     for hour in (5, 5, 6):  # a tick evaluated twice (daemon restart) has the same run key
-        with build_schedule_context(scheduled_execution_time=datetime(2026, 3, 4, hour, 0, tzinfo=timezone.utc)) as ctx:
+        with build_schedule_context(scheduled_execution_time=datetime(2026, 3, 4, hour, 0, tzinfo=UTC)) as ctx:
             (req,) = savepoint_live_jobs_schedule.evaluate_tick(ctx).run_requests
         runs.append(req.run_key)
         assert validate_run_config(defs.resolve_job_def("savepoint_live_jobs"), req.run_config or {})

@@ -50,7 +50,7 @@ def call(app: Any, method: str, path: str, *, token: str | None = None, body: by
     async def run() -> None:
         try:
             await app(scope, receive, send)
-        except Exception:  # noqa: BLE001 - Starlette re-raises after sending its 500 response
+        except Exception:  # Starlette re-raises after sending its 500 response
             if not sent:
                 raise
 

@@ -1,7 +1,8 @@
 """JobGraph checks before submission: every inconsistency is a ValueError naming the problem."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

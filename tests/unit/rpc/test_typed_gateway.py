@@ -1,7 +1,8 @@
 """`RpcService.gateway(Protocol, endpoint_id)` hands out a proxy with exactly the Protocol's methods."""
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 import pytest
 
@@ -46,7 +47,7 @@ def test_the_gateway_calls_the_protocols_methods(rpc: RpcService) -> None:
 def test_a_method_the_protocol_does_not_declare_fails_at_the_caller(rpc: RpcService) -> None:
     gw = rpc.gateway(EchoGateway, "echo")
     with pytest.raises(AttributeError, match="EchoGateway has no method 'not_in_the_protocol'"):
-        getattr(gw, "not_in_the_protocol")
+        gw.not_in_the_protocol
     with pytest.raises(AttributeError, match="EchoGateway has no method 'not_in_the_protocol'"):
         gw.call_sync("not_in_the_protocol", m.Empty())
     with pytest.raises(AttributeError):

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -11,8 +12,8 @@ from runtime.core.states import ExecutionState
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.rpc import messages as m
-from tests.waiting import wait_until
 from runtime.storage.checkpoint_store import CheckpointMetadata
+from tests.waiting import wait_until
 
 
 @dataclass

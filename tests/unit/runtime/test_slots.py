@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-
 import pytest
 
 from runtime.core.errors import MillraceError, NoResourceAvailableError

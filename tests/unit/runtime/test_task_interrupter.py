@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from runtime.taskmanager.interrupt import TaskInterrupter, TaskInterruptedError
+from runtime.taskmanager.interrupt import TaskInterruptedError, TaskInterrupter
 
 
 def _busy_thread(interrupter: TaskInterrupter, seconds: float, outcome: list[str], in_window: threading.Event) -> threading.Thread:

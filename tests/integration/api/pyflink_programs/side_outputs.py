@@ -2,7 +2,7 @@
 
 Late data is not in here: with PyFlink's periodic watermarks which elements are late depends on
 timing; tests/integration/api/test_side_outputs.py checks it with one element per batch."""
-from typing import Iterable
+from collections.abc import Iterable
 
 from runtime.api.common import Duration, Time, Types, WatermarkStrategy
 from runtime.api.common.watermark_strategy import TimestampAssigner

@@ -1,5 +1,5 @@
 """A PyFlink-style program (only the imports say runtime.api instead of pyflink)."""
-from typing import Iterable
+from collections.abc import Iterable
 
 from runtime.api.common import Time, Types, WatermarkStrategy
 from runtime.api.common.watermark_strategy import TimestampAssigner

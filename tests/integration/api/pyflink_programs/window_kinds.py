@@ -1,12 +1,11 @@
 """A PyFlink-style program (only the imports say runtime.api instead of pyflink): tumbling, sliding,
 session (with a dynamic gap) and count windows, each with a ProcessWindowFunction."""
-from typing import Iterable
+from collections.abc import Iterable
 
 from runtime.api.common import Time, Types, WatermarkStrategy
 from runtime.api.common.watermark_strategy import TimestampAssigner
 from runtime.api.datastream import ProcessWindowFunction, StreamExecutionEnvironment
-from runtime.api.datastream.window import (CountWindow, EventTimeSessionWindows, SessionWindowTimeGapExtractor,
-                                           SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows)
+from runtime.api.datastream.window import EventTimeSessionWindows, SessionWindowTimeGapExtractor, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows
 
 EVENTS = [("a", 1, 3), ("b", 2, 1), ("a", 4, 2), ("a", 9, 5), ("b", 11, 4), ("a", 12, 1), ("b", 13, 2),
           ("a", 30, 6), ("b", 31, 3), ("a", 33, 2), ("b", 50, 7), ("a", 58, 1)]

@@ -7,11 +7,11 @@ import argparse
 import os
 import time
 
+from runtime.api.common import Row
+from runtime.api.common.restart_strategy import RestartStrategies
 from runtime.api.common.typeinfo import Types
 from runtime.api.connectors.delta import DeltaSink
 from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.api.common import Row
-from runtime.api.common.restart_strategy import RestartStrategies
 
 
 def main():
