@@ -76,7 +76,8 @@ class Dispatcher(RpcEndpoint):
         try:
             job_graph = JobGraph.model_validate_json(msg.job_graph_json)
         except pydantic.ValidationError as e:
-            raise JobSubmissionError(f"the submitted JobGraph is invalid: {e.error_count()} errors, first: {e.errors()[0]['msg']} at {e.errors()[0]['loc']}") from e
+            first = e.errors()[0]
+            raise JobSubmissionError(f"the submitted JobGraph is invalid: {e.error_count()} errors, first: {first['msg']} at {first['loc']}") from e
         if job_graph.job_id in self.jobs:
             raise JobSubmissionError(f"job {job_graph.job_id} was already submitted")
         try:

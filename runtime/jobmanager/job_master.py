@@ -239,9 +239,9 @@ class JobMaster(RpcEndpoint):
         reports = await asyncio.gather(*(ask(tm, attempts) for tm, attempts in by_tm.items()))
         for report in reports:
             for entry in report.tasks if report is not None else []:
-                ev = s.by_attempt.get(entry.attempt_id)
+                reported = s.by_attempt.get(entry.attempt_id)
                 # a terminal attempt's final metrics came with its state update; do not overwrite them
-                if ev is None or ev.current_execution.attempt_id != entry.attempt_id or ev.execution_state.is_terminal:
+                if reported is None or reported.current_execution.attempt_id != entry.attempt_id or reported.execution_state.is_terminal:
                     continue
                 s.metrics[entry.attempt_id] = entry.metrics
                 s.backpressure[entry.attempt_id] = (entry.backpressured_ms, entry.backpressure_ratio)

@@ -48,7 +48,10 @@ class ResourceManagerConfig(BaseModel):
     initial_task_managers: int = Field(0, ge=0, description="default TaskManagers started with the ResourceManager (session mode)")
     min_task_managers: int = Field(0, ge=0, description="never release below this; lost ones are replaced")
     idle_timeout_s: float | None = Field(
-        None, gt=0, description="release a TaskManager whose slots were all free this long, down to the minimum (None: never; Flink: resourcemanager.taskmanager-timeout)"
+        None,
+        gt=0,
+        description="release a TaskManager whose slots were all free this long, down to the minimum "
+        "(None: never; Flink: resourcemanager.taskmanager-timeout)",
     )
     start_retry_interval_s: float = Field(
         3.0, gt=0, description="after a TaskManager failed to start, wait this long before starting another; doubled on "
@@ -357,7 +360,9 @@ class ResourceManager(RpcEndpoint):
         te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=a.tm_id)
         try:
             await te.request_slot(
-                m.RequestSlot(allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id),
+                m.RequestSlot(
+                    allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id
+                ),
                 timeout=10,
             )
             self.slot_manager.confirm(a.tm_id, a.slot_index, a.allocation_id)

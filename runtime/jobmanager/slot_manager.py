@@ -200,7 +200,7 @@ class SlotManager:
         tmr = self.task_managers.pop(tm_id, None)
         if tmr is None:
             return set()
-        jobs = {s.job_id for s in tmr.slots if s.job_id}
+        jobs: set[str] = {s.job_id for s in tmr.slots if s.job_id}
         for s in tmr.slots:
             if s.job_id in self.requirements and s.allocation_id:
                 self.requirements[s.job_id].discard(s.allocation_id)
@@ -208,7 +208,7 @@ class SlotManager:
             if job_id in self.requirements:
                 # the job decides whether it wants replacements (a failing job does not)
                 self.requirements[job_id].suspended = True
-        return jobs  # type: ignore[return-value]
+        return jobs
 
     def report(self, report: SlotReport) -> None:
         tmr = self.task_managers.get(report.tm_id)

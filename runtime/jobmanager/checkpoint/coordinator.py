@@ -185,7 +185,8 @@ class CheckpointCoordinator:
         self.pending = pending
         self.stats.report_pending(cid, ts, len(pending.tasks))
         pending.timeout_handle = self.host.call_later(
-            self.config.timeout_ms / 1000.0, lambda: self.host.spawn(self._abort(cid, f"checkpoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)"))
+            self.config.timeout_ms / 1000.0,
+            lambda: self.host.spawn(self._abort(cid, f"checkpoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)")),
         )
         self._log(
             logging.DEBUG, "triggering checkpoint %d at %d of %d running tasks (%d finished)",
@@ -203,7 +204,9 @@ class CheckpointCoordinator:
             return tasks
         return calculate_checkpoint_plan(tasks, self.config.checkpoints_after_tasks_finish)
 
-    def _pending_for(self, cid: int, ts: int, now: float, plan: CheckpointPlan[CheckpointTask], savepoint: m.SavepointOptions | None = None) -> PendingCheckpoint:
+    def _pending_for(
+        self, cid: int, ts: int, now: float, plan: CheckpointPlan[CheckpointTask], savepoint: m.SavepointOptions | None = None
+    ) -> PendingCheckpoint:
         waiting = plan.tasks_to_wait_for
         finished = plan.finished_tasks
         return PendingCheckpoint(
@@ -239,9 +242,11 @@ class CheckpointCoordinator:
         self.pending = pending
         self.stats.report_pending(cid, ts, len(pending.tasks), is_savepoint=True)
         pending.timeout_handle = self.host.call_later(
-            self.config.timeout_ms / 1000.0, lambda: self.host.spawn(self._abort(cid, f"savepoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)"))
+            self.config.timeout_ms / 1000.0,
+            lambda: self.host.spawn(self._abort(cid, f"savepoint {cid} expired before completing (timeout {self.config.timeout_ms} ms)")),
         )
-        self._log(logging.INFO, "triggering savepoint %d into %s%s", cid, options.target, " (stop, drain)" if options.drain else " (stop)" if options.stop else "")
+        how = " (stop, drain)" if options.drain else " (stop)" if options.stop else ""
+        self._log(logging.INFO, "triggering savepoint %d into %s%s", cid, options.target, how)
         for t in plan.tasks_to_trigger:
             trigger = m.TriggerCheckpoint(
                 job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=self.config.mode.value, savepoint=options
@@ -253,7 +258,8 @@ class CheckpointCoordinator:
         try:
             await self.host.send_trigger(task, msg)
         except Exception as e:  # noqa: BLE001 - the task is gone (a failover follows): not a checkpoint failure
-            await self._abort(msg.checkpoint_id, f"could not trigger checkpoint {msg.checkpoint_id} at task {task.vertex_id}[{task.subtask_index}]: {e}", count_failure=False)
+            where = f"{task.vertex_id}[{task.subtask_index}]"
+            await self._abort(msg.checkpoint_id, f"could not trigger checkpoint {msg.checkpoint_id} at task {where}: {e}", count_failure=False)
 
     # --- acknowledgements -------------------------------------------------------------------------
     async def receive_acknowledge(self, msg: m.AcknowledgeCheckpoint) -> None:

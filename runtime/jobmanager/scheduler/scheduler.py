@@ -356,6 +356,7 @@ class Scheduler:
             return
         ex.transition_state(ExecutionState.DEPLOYING)
         slot = ex.assigned_resource if speculative is not None else self.placement[ev.id]
+        assert isinstance(slot, PhysicalSlot), f"{ev.task_name_with_subtask} is deploying without a slot"
         tdd = build_tdd(self.eg, ev, self.placement, self.job_graph.config, self.partitions, execution=speculative)
         if self.checkpoints is not None:
             tdd.checkpoint_dir = self.checkpoint_config.table_uri
@@ -366,7 +367,10 @@ class Scheduler:
         except Exception as e:  # noqa: BLE001
             if ex.state is ExecutionState.DEPLOYING and ev.execution(ex.attempt_id) is ex:
                 ex.fail(None)
-                error = m.ErrorInfo(type_name=type(e).__name__, message=f"deployment to TaskManager {slot.tm_id} failed: {e}", task=ev.task_name_with_subtask, task_manager=slot.tm_id)
+                error = m.ErrorInfo(
+                    type_name=type(e).__name__, message=f"deployment to TaskManager {slot.tm_id} failed: {e}",
+                    task=ev.task_name_with_subtask, task_manager=slot.tm_id,
+                )
                 if not self.speculation.discard_if_concurrent(ev, ex, error):
                     self.on_task_failed(ev, error)
 
@@ -414,7 +418,8 @@ class Scheduler:
             else:
                 self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="UnknownError", message="task failed", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.CANCELED and running and not was_canceling:
-            self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask))
+            canceled = m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask)
+            self.on_task_failed(ev, msg.error or canceled)
         elif msg.state is ExecutionState.FINISHED and running:
             if msg.blocking_partitions and self.partitions is not None:
                 self.host.spawn(self._commit_blocking_partitions(ev, ex.attempt_id, msg.blocking_partitions))
@@ -736,7 +741,10 @@ class Scheduler:
                 await self._run_io(notify, checkpoint.checkpoint_id, committables)
             except Exception as e:  # noqa: BLE001 - the commit is retried from the checkpoint on restore
                 err = m.ErrorInfo.from_exception(e, operator=self.coordinator_names[node_id])
-                self._log(logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s", self.coordinator_names[node_id], checkpoint.checkpoint_id, err.describe())
+                self._log(
+                    logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s",
+                    self.coordinator_names[node_id], checkpoint.checkpoint_id, err.describe(),
+                )
                 self._failed_commit = (checkpoint.checkpoint_id, err)
                 if self.status.state is JobStatus.RUNNING and not self.finishing:
                     self._handle_failure([], err, global_failure=True)
@@ -749,7 +757,8 @@ class Scheduler:
         A failed savepoint leaves no commit and the job running (a stopping job's sources resume).
         """
         if self.checkpoints is None or self.status.state is not JobStatus.RUNNING or self.finishing:
-            raise CheckpointError(f"job {self.job_id} is {self.status.state.name}{' and finishing' if self.finishing else ''}: savepoints need a running streaming job")
+            finishing = " and finishing" if self.finishing else ""
+            raise CheckpointError(f"job {self.job_id} is {self.status.state.name}{finishing}: savepoints need a running streaming job")
         from runtime.storage.savepoints import default_savepoints_base, new_savepoint_location
 
         base = target_directory or checkpointing_options.SAVEPOINT_DIRECTORY.get(self.job_graph.config) or default_savepoints_base(self.job_graph.job_name)
@@ -914,7 +923,9 @@ class Scheduler:
                 try:
                     retain(cp.checkpoint_id, [pickle.loads(b) for b in cp.committables.get(self._coordinator_ops[node_id], [])])
                 except Exception:  # noqa: BLE001 - keeping files is best effort; close then keeps all
-                    self._log(logging.WARNING, "coordinator of '%s' could not note checkpoint %d as restorable", self.coordinator_names[node_id], cp.checkpoint_id)
+                    self._log(
+                        logging.WARNING, "coordinator of '%s' could not note checkpoint %d as restorable", self.coordinator_names[node_id], cp.checkpoint_id
+                    )
 
     # --- views ----------------------------------------------------------------------------------
     def vertex_metrics(self) -> list[m.VertexMetrics]:

@@ -118,14 +118,14 @@ class ExecutionSlotAllocator:
         free = self._free({s.allocation_id for s in alive.values()})
         new: dict[SharedSlotKey, PhysicalSlot] = {}
         for key in sorted({self._key(v) for v in vertices} - set(alive)):
-            slot = _best_fit(free, self._profiles.get(key[0]))
-            if slot is None:
+            fit = _best_fit(free, self._profiles.get(key[0]))
+            if fit is None:
                 raise NoResourceAvailableError(
                     f"job {self.eg.job_id}: no free slot for shared slot {key[1]} of group '{key[0]}' "
                     f"({len(free)} free of {len(held)} held)"
                 )
-            free.remove(slot)
-            new[key] = slot
+            free.remove(fit)
+            new[key] = fit
         self.shared = {**alive, **new}
         self._placed.update(self.eg.vertex(v).current_execution.attempt_id for v in vertices)
         return {vid: self.shared[self._key(vid)] for vid in vertices}

@@ -82,7 +82,11 @@ def assign_slots(eg: ExecutionGraph, slots: list[PhysicalSlot]) -> dict[Executio
     remaining = list(slots)
     shared: dict[str, list[PhysicalSlot]] = {}
     # groups with a profile pick first (biggest first): an UNKNOWN group is happy with any leftover
-    order = sorted(groups, key=lambda g: (profiles.get(g) is None, tuple(-x for x in profiles[g].sort_key()) if profiles.get(g) else (), g))
+    def biggest_first(g: str) -> tuple[bool, tuple[float, ...], str]:
+        profile = profiles.get(g)
+        return (profile is None, tuple(-x for x in profile.sort_key()) if profile is not None else (), g)
+
+    order = sorted(groups, key=biggest_first)
     for g in order:
         shared[g] = []
         for _ in range(groups[g]):
