@@ -22,7 +22,7 @@ def build_tdd(
     to deploy with its assigned slot (a speculative one); None: the current attempt in `placement`."""
     jv = ev.job_vertex
     ex = execution or ev.current_execution
-    slot: PhysicalSlot = placement[ev.id] if execution is None else execution.assigned_resource  # type: ignore[assignment]
+    slot: PhysicalSlot = placement[ev.id] if execution is None else execution.assigned_resource  # type: ignore[assignment]  # a speculative attempt's assigned_resource is its PhysicalSlot
     produced = []
     for ds in jv.produced_datasets:
         part = ev.produced_partitions[ds.id]

@@ -57,7 +57,7 @@ class Dispatcher(RpcEndpoint):
         for entry in running:
             try:
                 await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a job master that fails to cancel must not stop the others' cancellation
                 pass
         # a cluster stopping under a running job (Ctrl-C, SIGTERM, DELETE /cluster): the job must end
         # before its JobMaster stops, since ending is what deletes the Delta files no commit

@@ -64,7 +64,7 @@ class JobMaster(RpcEndpoint):
         # clear the requirement first, so the ResourceManager does not hand freed slots back to us
         try:
             await self.scheduler.declare_slots(0)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a lost ResourceManager: the slots are freed at the TaskManagers below anyway
             log.warning("[JobMaster %s] could not clear the slot requirement at the ResourceManager", self.job_id)
         frees = []
         for slot in list(self.slot_pool.slots.values()):
@@ -76,7 +76,7 @@ class JobMaster(RpcEndpoint):
     async def _free_slot(self, te: gw.TaskExecutorGateway, allocation_id: str) -> None:
         try:
             await te.free_slot(m.FreeSlot(allocation_id=allocation_id, cause=f"job {self.job_id} ended"), timeout=10)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a lost TaskManager holds no slot to free
             pass
 
     # --- compatibility views (tests and the Dispatcher read these on a stopped JobMaster) -------

@@ -366,7 +366,7 @@ class ResourceManager(RpcEndpoint):
                 timeout=10,
             )
             self.slot_manager.confirm(a.tm_id, a.slot_index, a.allocation_id)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any failed request gives the slot back to the pool
             log.warning("[ResourceManager] slot request to %s failed: %s", a.tm_id, e)
             self.slot_manager.allocation_failed(a)
 
@@ -382,7 +382,7 @@ class ResourceManager(RpcEndpoint):
             te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=tm_id)
             try:
                 await te.release(m.ReleaseTaskExecutor(cause=cause), timeout=3)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a TaskManager already gone needs no release
                 pass
         try:
             self.provider.release_task_manager(tm_id)

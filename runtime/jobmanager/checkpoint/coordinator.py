@@ -392,7 +392,7 @@ class CheckpointCoordinator:
                 await self._run_io(self.store.discard_savepoint, p.savepoint.target, files)
             else:  # its files, and the empty folders of tasks whose write failed (a full disk)
                 await self._run_io(self.store.discard, files, checkpoint_id)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - clean-up is best effort; the failed checkpoint's outcome stands
             self._log(logging.WARNING, "could not delete the files of aborted checkpoint %d: %s", checkpoint_id, e)
         if p.done is not None and not p.done.done():
             p.done.set_exception(CheckpointError(reason))

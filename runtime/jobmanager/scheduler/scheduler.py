@@ -182,7 +182,7 @@ class Scheduler:
         self.speculation.start()
         try:
             await self.declare_slots(self.slots_needed)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - whatever keeps the job from its slots fails the job, with its cause
             self._fail_job(m.ErrorInfo.from_exception(e))
 
     async def declare_slots(self, slots: int) -> None:
@@ -256,7 +256,7 @@ class Scheduler:
                         coord = provider.create(self.job_id, op.name, jv.parallelism)
                         coord.start()
                     except Exception as e:
-                        e.__millrace_operator__ = op.name  # type: ignore[attr-defined]
+                        e.__millrace_operator__ = op.name  # type: ignore[attr-defined]  # tags any exception with its operator for the failure message
                         raise
                     self.coordinators[op.node_id] = coord
                     self.coordinator_names[op.node_id] = op.name
@@ -364,7 +364,7 @@ class Scheduler:
         te = self.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
         try:
             await te.submit_task(tdd, timeout=30)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any deployment failure is this attempt's failure
             if ex.state is ExecutionState.DEPLOYING and ev.execution(ex.attempt_id) is ex:
                 ex.fail(None)
                 error = m.ErrorInfo(
@@ -487,7 +487,7 @@ class Scheduler:
     async def _redeclare(self) -> None:
         try:
             await self.declare_slots(self.slots_needed)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the next slot report declares again
             self._log(logging.WARNING, "could not declare slots again: %s", e)
 
     # --- failure handling (Flink: ExecutionFailureHandler) -------------------------------------------
@@ -893,7 +893,7 @@ class Scheduler:
         for coord in self.coordinators.values():
             try:
                 coord.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing goes on for the other coordinators
                 self._log(logging.WARNING, "coordinator close failed")
         if self.checkpoints is not None:
             self.checkpoints.shutdown()
