@@ -26,7 +26,7 @@ import abc
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from runtime.core.checkpoint import KeyedSnapshot
 from runtime.core.errors import IncompatibleStateError, MillraceError
@@ -94,7 +94,7 @@ class StateTable(abc.ABC):
     @abc.abstractmethod
     def keys_and_namespaces(self) -> Iterator[tuple[Any, Any]]: ...
 
-    def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
+    def put_all(self, kg: int, entries: Sequence[tuple[Any, Any, Any]]) -> None:
         """Put (key, namespace, canonical value) entries of one key group (restore)."""
         put = self.put
         for key, ns, value in entries:
@@ -368,7 +368,11 @@ _STATE_CLASSES: dict[str, type[_KvState]] = {
 
 
 # --------------------------------------------------------------------------- the backend
-class KeyedStateBackend(abc.ABC):
+# the StateTable class of a backend (its tables are all of one implementation)
+TableT = TypeVar("TableT", bound=StateTable)
+
+
+class KeyedStateBackend(abc.ABC, Generic[TableT]):
     """Flink: AbstractKeyedStateBackend. One per keyed operator subtask; task thread only."""
 
     kind: str = ""
@@ -377,7 +381,7 @@ class KeyedStateBackend(abc.ABC):
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
         self.operator_id = operator_id
-        self._tables: dict[str, StateTable] = {}
+        self._tables: dict[str, TableT] = {}
         self._current_key: Any = None
         self._current_kg = -1
         # processing time in ms for state TTL (settable: tests inject a clock)
@@ -429,9 +433,9 @@ class KeyedStateBackend(abc.ABC):
 
     # states ----------------------------------------------------------------------------------
     @abc.abstractmethod
-    def _create_table(self, name: str, kind: str) -> StateTable: ...
+    def _create_table(self, name: str, kind: str) -> TableT: ...
 
-    def _table(self, name: str, kind: str) -> StateTable:
+    def _table(self, name: str, kind: str) -> TableT:
         t = self._tables.get(name)
         if t is None:
             t = self._tables[name] = self._create_table(name, kind)
@@ -449,17 +453,17 @@ class KeyedStateBackend(abc.ABC):
         against the type its snapshot recorded, and migrated if it must be (see the module doc).
         """
         kind = getattr(descriptor, "kind", None)
-        cls = _STATE_CLASSES.get(kind)  # type: ignore[arg-type]
-        if cls is not None and getattr(descriptor, "ttl_config", None) is not None:
+        if not isinstance(kind, str) or kind not in _STATE_CLASSES:
+            raise StateError(f"{descriptor!r} is not a state descriptor")
+        cls = _STATE_CLASSES[kind]
+        if getattr(descriptor, "ttl_config", None) is not None:
             from runtime.state.ttl import TTL_STATE_CLASSES
 
-            cls = TTL_STATE_CLASSES[kind]  # type: ignore[index]
-        if cls is None:
-            raise StateError(f"{descriptor!r} is not a state descriptor")
-        table = self._table(descriptor.name, kind)  # type: ignore[arg-type]
+            cls = TTL_STATE_CLASSES[kind]
+        table = self._table(descriptor.name, kind)
         if descriptor.name not in self._state_types:
             self._register_state_type(descriptor, table)
-        return cls(self, table, descriptor, namespace)  # type: ignore[arg-type]
+        return cls(self, table, descriptor, namespace)
 
     # types (Flink: state meta info and serializer compatibility on restore) ----------------------
     def declare_key_type(self, type_info: Any) -> None:
@@ -497,14 +501,23 @@ class KeyedStateBackend(abc.ABC):
                 return lambda v: v
             return lambda v: TtlValue(fn(v.value), v.last_access_ms) if isinstance(v, TtlValue) else fn(v)
 
+        convert: Callable[[Any], Any]
         if table.kind == StateKind.LIST:
             element = leaf(compatibility.migrate)
-            convert: Callable[[Any], Any] = lambda values: [element(v) for v in values]  # noqa: E731
+
+            def convert_list(values: list[Any]) -> list[Any]:
+                return [element(v) for v in values]
+
+            convert = convert_list
         elif table.kind == StateKind.MAP:
             assert isinstance(old, dict) and isinstance(new, dict)
             user_key = resolve_schema_compatibility(old["map"][0], new["map"][0]).migrate or (lambda k: k)
             value = leaf(resolve_schema_compatibility(old["map"][1], new["map"][1]).migrate)
-            convert = lambda d: {user_key(k): value(v) for k, v in d.items()}  # noqa: E731
+
+            def convert_map(d: dict[Any, Any]) -> dict[Any, Any]:
+                return {user_key(k): value(v) for k, v in d.items()}
+
+            convert = convert_map
         else:
             convert = leaf(compatibility.migrate)
         migrated = 0

@@ -129,7 +129,9 @@ def _shape(desc: TypeDescription) -> str:
     return desc if isinstance(desc, str) else next(iter(k for k in ("row", "tuple", "list", "map") if k in desc), "?")
 
 
-def _fields(olds: Sequence[TypeDescription | None], news: Sequence[TypeDescription | None], label: Callable[[int], str]) -> tuple[list[Migration | None], str | None]:
+def _fields(
+    olds: Sequence[TypeDescription | None], news: Sequence[TypeDescription | None], label: Callable[[int], str]
+) -> tuple[list[Migration | None], str | None]:
     """Per-field migrations of the common fields (None: as is), or the first field's reason."""
     out: list[Migration | None] = []
     for i, (o, n) in enumerate(zip(olds, news)):

@@ -121,7 +121,7 @@ class HeapStateTable(StateTable):
         return lambda: {kg: StateEntries.of_map(m) for kg, m in pinned.items()}
 
 
-class HashMapKeyedStateBackend(KeyedStateBackend):
+class HashMapKeyedStateBackend(KeyedStateBackend[HeapStateTable]):
     """Flink: HeapKeyedStateBackend (state.backend.type: hashmap)."""
 
     kind = "hashmap"
@@ -129,11 +129,11 @@ class HashMapKeyedStateBackend(KeyedStateBackend):
     def __init__(self, key_group_range: KeyGroupRange, max_parallelism: int, operator_id: str) -> None:
         super().__init__(key_group_range, max_parallelism, operator_id)
 
-    def _create_table(self, name: str, kind: str) -> StateTable:
+    def _create_table(self, name: str, kind: str) -> HeapStateTable:
         return HeapStateTable(name, kind)
 
     def snapshot_sync(self) -> Callable[[], KeyedSnapshot]:
-        parts = [(name, t.kind, t.snapshot_sync()) for name, t in self._tables.items()]  # type: ignore[attr-defined]
+        parts = [(name, t.kind, t.snapshot_sync()) for name, t in self._tables.items()]
 
         def supplier() -> KeyedSnapshot:
             out: KeyedSnapshot = {}

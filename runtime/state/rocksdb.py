@@ -19,7 +19,7 @@ import shutil
 import struct
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from rocksdict import AccessType, Checkpoint, Options, Rdict, ReadOptions, WriteBatch
 
@@ -106,7 +106,8 @@ def read_entries(view: Rdict, kg: int, sid: int, kind: str) -> Sequence[tuple[An
     prefix = _HDR.pack(kg, sid)
     ro = ReadOptions()
     ro.set_iterate_upper_bound(_prefix_end(prefix))
-    pairs = list(view.items(from_key=prefix, read_opt=ro))
+    # raw mode: keys and values are bytes (rocksdict's stubs type them as any value it stores)
+    pairs = cast(list[tuple[bytes, bytes]], list(view.items(from_key=prefix, read_opt=ro)))
     if not pairs:
         return []
     if kind not in (StateKind.LIST, StateKind.MAP):
@@ -291,7 +292,7 @@ class RocksDBStateTable(StateTable):
         return iter([k for k, ns in self.keys_and_namespaces() if ns == namespace])
 
     # checkpoints -----------------------------------------------------------------------------
-    def put_all(self, kg: int, entries: list[tuple[Any, Any, Any]]) -> None:
+    def put_all(self, kg: int, entries: Sequence[tuple[Any, Any, Any]]) -> None:
         """A restore's bulk load. Restores run before the first checkpoint, when no changelog is
         kept yet (the first checkpoint materializes); one kept later gets the writes one by one."""
         c = self._b._changelog
@@ -322,7 +323,7 @@ class RocksDBStateTable(StateTable):
         return read_entries(view, kg, self._sid, self.kind)
 
 
-class RocksDBKeyedStateBackend(KeyedStateBackend):
+class RocksDBKeyedStateBackend(KeyedStateBackend[RocksDBStateTable]):
     """Flink: RocksDBKeyedStateBackend (state.backend.type: rocksdb). Data in a temp directory."""
 
     kind = "rocksdb"
@@ -359,7 +360,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._seq += 1
         return self._seq
 
-    def _create_table(self, name: str, kind: str) -> StateTable:
+    def _create_table(self, name: str, kind: str) -> RocksDBStateTable:
         sid = len(self._tables) + 1
         if sid > 0xFFFF:
             raise StateError(f"operator {self.operator_id}: too many states (max 65535)")
@@ -379,7 +380,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             "format": NATIVE_FORMAT,
             "key_group_start": rng.start,
             "key_group_end": rng.end,
-            "tables": {name: [t.kind, t._sid] for name, t in self._tables.items()},  # type: ignore[attr-defined]
+            "tables": {name: [t.kind, t._sid] for name, t in self._tables.items()},
         }
         if self._changelog is None or checkpoint_id is None:
             return self._materialize(catalog, None)
@@ -438,7 +439,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._seq += 1
         cp_dir = os.path.join(self._dir, f"snapshot-{self._seq}")
         Checkpoint(self._db).create_checkpoint(cp_dir)
-        tables: list[tuple[str, str, RocksDBStateTable]] = [(name, t.kind, t) for name, t in self._tables.items()]  # type: ignore[misc]
+        tables = [(name, t.kind, t) for name, t in self._tables.items()]
         rng = self.key_group_range
 
         def supplier() -> KeyedSnapshot:
@@ -476,7 +477,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def __del__(self) -> None:  # best effort: never leave temp directories behind
         try:
             self.dispose()
-        except Exception:
+        except Exception:  # noqa: BLE001 - __del__ cannot report it, and a failed close leaves only a temp directory
             pass
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 import pickle
 import struct
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from runtime.core.row import Row, is_plain_row
 
@@ -144,11 +145,19 @@ class _LegacyTimeWindow:
         self.start, self.end = state
 
 
-class _CompatUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
+# the pure-Python unpickler's handler of BUILD (its load_build, which typeshed does not declare)
+_LOAD_BUILD: Callable[[Any], None] = pickle._Unpickler.dispatch[pickle.BUILD[0]]
+
+
+class _CompatUnpickler(pickle._Unpickler):
     """The pure-Python unpickler with old TimeWindows turned into new ones (only used when the fast
     one fails on such a pickle: checkpoints and savepoints written by earlier versions)."""
 
-    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    # the pure-Python unpickler's own attributes, which typeshed does not declare
+    stack: list[Any]
+    memo: dict[int, Any]
+    # typeshed types the handlers as taking the C Unpickler; they take this (pure-Python) one
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "runtime.api.datastream.window" and name == "TimeWindow":
@@ -156,7 +165,7 @@ class _CompatUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
         return super().find_class(module, name)
 
     def _load_build(self) -> None:
-        pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]
+        _LOAD_BUILD(self)
         built = self.stack[-1]
         if type(built) is _LegacyTimeWindow:
             from runtime.core.windows import TimeWindow

@@ -41,9 +41,6 @@ class Triggerable(Protocol):
     def on_processing_time(self, timer: InternalTimer) -> None: ...
 
 
-_GONE = object()
-
-
 class _TimerQueue:
     """Timers bucketed by timestamp: a heap of distinct timestamps, and per timestamp an
     insertion-ordered dict (key, namespace) -> key group.
@@ -108,8 +105,8 @@ class _TimerQueue:
             bucket = buckets[ts]
             while bucket:
                 for ident in list(bucket):
-                    kg = bucket.pop(ident, _GONE)
-                    if kg is _GONE:
+                    kg = bucket.pop(ident, None)
+                    if kg is None:
                         continue  # deleted by an earlier timer of this round
                     fired = True
                     fire(ts, kg, ident[0], ident[1])

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from runtime.core.state import StateTtlConfig
-from runtime.state.backend import KvAggregatingState, KvListState, KvMapState, KvReducingState, KvValueState, StateKind
+from runtime.state.backend import KvAggregatingState, KvListState, KvMapState, KvReducingState, KvValueState, StateKind, _KvState
 
 
 class TtlValue(NamedTuple):
@@ -23,16 +23,16 @@ class TtlValue(NamedTuple):
     last_access_ms: int
 
 
-class _TtlMixin:
-    """Expiry checks shared by the TTL states (`self._backend`, `self.descriptor` from _KvState)."""
+class _TtlMixin(_KvState):
+    """Expiry checks shared by the TTL states (each also derives from the plain state of its kind)."""
 
     __slots__ = ()
 
     def _config(self) -> StateTtlConfig:
-        return self.descriptor.ttl_config  # type: ignore[attr-defined]
+        return self.descriptor.ttl_config
 
     def _now(self) -> int:
-        return self._backend.ttl_time_ms()  # type: ignore[attr-defined]
+        return self._backend.ttl_time_ms()
 
     def _expired(self, tv: TtlValue, now: int) -> bool:
         return tv.last_access_ms + self._config().ttl_ms <= now
@@ -45,8 +45,8 @@ class _TtlMixin:
 
     def _read_whole(self) -> Any:
         """The state's value, None if absent or expired (then removed); refreshed on read if configured."""
-        kg, key = self._kk()  # type: ignore[attr-defined]
-        table, ns = self._table, self._ns  # type: ignore[attr-defined]
+        kg, key = self._kk()
+        table, ns = self._table, self._ns
         stored = table.get(kg, key, ns)
         if stored is None:
             return None
@@ -61,8 +61,8 @@ class _TtlMixin:
         return stored.value
 
     def _write_whole(self, value: Any) -> None:
-        kg, key = self._kk()  # type: ignore[attr-defined]
-        self._table.put(kg, key, self._ns, TtlValue(value, self._now()))  # type: ignore[attr-defined]
+        kg, key = self._kk()
+        self._table.put(kg, key, self._ns, TtlValue(value, self._now()))
 
     def _live_elements(self, stored: list[Any] | None, now: int) -> tuple[list[Any], list[Any], bool]:
         """(values to return, TtlValues to keep, changed) of a list of TtlValues."""
@@ -211,7 +211,7 @@ def _plain(v: Any) -> Any:
     return v.value if isinstance(v, TtlValue) else v
 
 
-TTL_STATE_CLASSES = {
+TTL_STATE_CLASSES: dict[str, type[_KvState]] = {
     StateKind.VALUE: TtlValueState,
     StateKind.LIST: TtlListState,
     StateKind.MAP: TtlMapState,

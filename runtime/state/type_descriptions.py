@@ -26,7 +26,7 @@ import decimal
 import functools
 import numbers
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Any
 
 from runtime.core.row import Row
 from runtime.core.typeinfo import (
@@ -38,7 +38,7 @@ from runtime.core.typeinfo import (
     TupleTypeInfo,
 )
 
-TypeDescription = Union[str, dict[str, Any]]
+TypeDescription = str | dict[str, Any]
 
 PICKLED = "PICKLED_BYTE_ARRAY"
 UNKNOWN_TEXT = "an unknown type (pickled values)"
@@ -140,13 +140,14 @@ def key_vocabulary(desc: TypeDescription | None) -> str | None:
     if isinstance(desc, str):
         return _KEY_VOCABULARY.get(desc)
     if "tuple" in desc or "row" in desc:
-        fields = [key_vocabulary(t) for t in desc.get("tuple", desc.get("row"))]
-        if any(f is None for f in fields):
+        vocabulary = [key_vocabulary(t) for t in (desc["tuple"] if "tuple" in desc else desc["row"])]
+        fields = [f for f in vocabulary if f is not None]
+        if len(fields) < len(vocabulary):
             return None
         if "tuple" in desc:
-            return f"tuple[{', '.join(fields)}]"  # type: ignore[arg-type]
+            return f"tuple[{', '.join(fields)}]"
         names = desc.get("names")
-        inner = ", ".join(fields) if names is None else ", ".join(f"{n}: {f}" for n, f in zip(names, fields))  # type: ignore[misc]
+        inner = ", ".join(fields) if names is None else ", ".join(f"{n}: {f}" for n, f in zip(names, fields))
         return f"Row({inner})"
     return None  # lists and maps are not keys
 

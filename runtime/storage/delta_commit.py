@@ -144,9 +144,9 @@ def commit_add_files(
                 if dt is None:
                     raise
         dt.update_incremental()  # see the newest txn actions before deciding
-        if app_id is not None:
+        if app_id is not None and version is not None:  # (an app_id without a version was refused above)
             done = dt.transaction_version(app_id)
-            if done is not None and done >= int(version):  # type: ignore[arg-type]
+            if done is not None and done >= int(version):
                 log.info("Delta commit to %s skipped: %s version %s already committed (%s)", table_uri, app_id, version, done)
                 return CommitResult(dt.version(), False)
         if mode == "append" or filters:  # a partial overwrite keeps the table's other rows: same schema
@@ -183,13 +183,13 @@ def _landed(table_uri: str, storage_options: dict[str, str] | None, app_id: str 
     """After a failed commit call: True if our commit is in the log, False if not, None if unknowable."""
     try:
         dt = _open_table(table_uri, storage_options)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the table cannot be read now: whether the commit landed is unknowable
         return None
     if dt is None:
         return False
-    if app_id is not None:
+    if app_id is not None and version is not None:
         done = dt.transaction_version(app_id)
-        return done is not None and done >= int(version)  # type: ignore[arg-type]
+        return done is not None and done >= int(version)
     return False if dt.version() == before else None
 
 

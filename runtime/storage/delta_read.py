@@ -37,8 +37,8 @@ class DeltaSnapshot:
     @property
     def num_records(self) -> int | None:
         """Rows in the snapshot from the files' statistics (None if a file has no statistics)."""
-        counts = [f.num_records for f in self.files]
-        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+        counts = [f.num_records for f in self.files if f.num_records is not None]
+        return None if len(counts) < len(self.files) else sum(counts)
 
 
 def _open(table_uri: str, version: int | None, storage_options: dict[str, str] | None) -> Any:

@@ -34,10 +34,10 @@ def replace_rows(table_uri: str, data: Any, where: dict[str, Any], partition_by:
     predicate = equals_predicate(where)
     try:
         exists = DeltaTable.is_deltatable(table_uri, storage_options=storage_options)
-        write_deltalake(
-            table_uri, data, mode="overwrite" if exists else "error", predicate=predicate if exists else None,
-            partition_by=partition_by if not exists else None, storage_options=storage_options,
-        )
+        if exists:
+            write_deltalake(table_uri, data, mode="overwrite", predicate=predicate, storage_options=storage_options)
+        else:
+            write_deltalake(table_uri, data, mode="error", partition_by=partition_by, storage_options=storage_options)
         return DeltaTable(table_uri, storage_options=storage_options).version()
     except Exception as e:
         raise StorageError(f"replacing the rows where {predicate} of {table_uri} failed, nothing changed: {e}") from e

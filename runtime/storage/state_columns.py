@@ -20,7 +20,7 @@ import itertools
 import operator
 import pickle
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -90,7 +90,7 @@ def encode(values: list[Any], with_double: bool, with_tuple: bool) -> dict[str, 
 def encode_pairs(pairs: list[tuple[Any, Any]]) -> tuple[dict[str, pa.Array], dict[str, pa.Array]]:
     """The key and namespace columns of (key, namespace) pairs (keys may be tuples, namespaces not)."""
     types = set(map(type, itertools.chain.from_iterable(pairs)))
-    suffix = _ONE_KIND.get(next(iter(types - {_NONE_TYPE}), None)) if len(types - {_NONE_TYPE}) == 1 else None
+    suffix = _ONE_KIND.get(next(iter(types - {_NONE_TYPE}))) if len(types - {_NONE_TYPE}) == 1 else None
     if suffix in (LONG, STRING):  # e.g. int keys in the VOID namespace: one C pass for both columns
         try:
             both = pa.array(pairs, type=pa.struct([("key", _TYPES[suffix]), ("namespace", pa.null())]))
@@ -210,7 +210,7 @@ def _utf8_ok(x: str) -> bool:
 
 
 # --- decoding --------------------------------------------------------------------------------
-Column = pa.Array | pa.ChunkedArray
+Column: TypeAlias = pa.Array | pa.ChunkedArray
 
 
 def columns_of(table: pa.Table, prefix: str) -> dict[str, Column]:

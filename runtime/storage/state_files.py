@@ -31,7 +31,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -208,7 +208,10 @@ class _Batch:
             _dict_strings(segments, counts, "state_name"),
             _dict_strings(segments, counts, "state_kind"),
             # index within its list
-            pa.array(np.arange(n, dtype=np.int64) + np.repeat(np.fromiter((s.first_seq for s in segments), dtype=np.int64, count=len(segments)) - starts, counts)),
+            pa.array(
+                np.arange(n, dtype=np.int64)
+                + np.repeat(np.fromiter((s.first_seq for s in segments), dtype=np.int64, count=len(segments)) - starts, counts)
+            ),
         ]
         for f in list(_WRITE_SCHEMA)[len(cols):]:
             prefix, suffix = f.name.rsplit("_", 1)
@@ -316,7 +319,9 @@ def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
             out.append(NativeStateBundle(catalog, files, checkpoint_id=newest))
             continue
 
-        def rows_of(cid: int, sub: int = sub, by_checkpoint: dict = by_checkpoint) -> dict[str, bytes]:
+        def rows_of(
+            cid: int, sub: int = sub, by_checkpoint: dict[int | None, dict[str, bytes]] = by_checkpoint, chain: list[int] = chain
+        ) -> dict[str, bytes]:
             found = by_checkpoint.get(cid)
             if found is None:
                 raise CorruptStateError(
@@ -326,10 +331,11 @@ def native_bundles(table: pa.Table) -> list[NativeStateBundle]:
             return found
 
         base = {n: b for n, b in rows_of(chain[0]).items() if n not in (NATIVE_CATALOG, NATIVE_CHANGELOG)}
-        logs = [rows_of(cid).get(NATIVE_CHANGELOG) for cid in chain[1:]]
-        if any(log is None for log in logs):
+        found_logs = [rows_of(cid).get(NATIVE_CHANGELOG) for cid in chain[1:]]
+        logs = [log for log in found_logs if log is not None]
+        if len(logs) < len(found_logs):
             raise CorruptStateError(f"native state of subtask {sub}: a checkpoint of chain {chain} has no log row: the checkpoint is damaged")
-        out.append(NativeStateBundle(catalog, base, checkpoint_id=newest, changelogs=logs))  # type: ignore[arg-type]
+        out.append(NativeStateBundle(catalog, base, checkpoint_id=newest, changelogs=logs))
     return out
 
 
@@ -510,7 +516,7 @@ def _keyed_from(table: pa.Table) -> KeyedSnapshot:
             name = names[name_idx[s]]
             entries = StateEntries(list(zip(keys[s:e], nss[s:e])), vals[s:e])
             if name in group:  # the same state in two runs (two files): keep both, in file order
-                group[name][1].extend(entries)
+                cast(StateEntries, group[name][1]).extend(entries)  # every run of `out` is StateEntries
             else:
                 group[name] = (kinds[s].as_py(), entries)
     return out

@@ -37,14 +37,15 @@ class OperatorStateInfo:
     operator_id: str
     parallelism: int | None
     max_parallelism: int | None
-    # state name -> (kind, rows); keyed states and operator/union list states alike
-    states: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # state name -> (kind, rows); keyed states and operator/union list states alike (rows None:
+    # native state, counted on reading)
+    states: dict[str, tuple[str, int | None]] = field(default_factory=dict)
 
     @property
     def rows(self) -> int | None:
         """Rows over every state; None when a state's count is unknown (native state, counted on reading)."""
-        counts = [n for _, n in self.states.values()]
-        return None if any(n is None for n in counts) else sum(counts)
+        counts = [n for _, n in self.states.values() if n is not None]
+        return None if len(counts) < len(self.states) else sum(counts)
 
 
 def resolve_checkpoint(path: str, checkpoint_id: int | None = None) -> CheckpointMetadata:
@@ -110,7 +111,9 @@ def read_keyed_state(path: str, operator_id: str, state_name: str | None = None,
         table = pa.concat_tables([table, decoded.cast(table.schema)])
     if state_name is not None and table.num_rows == 0:
         states = [s for info in list_operators(path, meta.checkpoint_id) if info.operator_id == operator_id for s in info.states]
-        raise StorageError(f"operator {operator_id!r} has no keyed state {state_name!r} in checkpoint {meta.checkpoint_id}; its states: {', '.join(states) or 'none'}")
+        raise StorageError(
+            f"operator {operator_id!r} has no keyed state {state_name!r} in checkpoint {meta.checkpoint_id}; its states: {', '.join(states) or 'none'}"
+        )
     out: dict[str, Any] = {
         "key_group": table.column("key_group"),
         "state_name": table.column("state_name").cast(pa.string()),

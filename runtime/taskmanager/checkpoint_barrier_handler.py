@@ -28,7 +28,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import Any, Protocol, TypeAlias
 
 from runtime.core.checkpoint import CheckpointBarrier, CheckpointingMode
 
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 OnCheckpoint = Callable[[CheckpointBarrier], None]
 OnAbort = Callable[[int, str], None]
-Logger = Union[logging.Logger, logging.LoggerAdapter]  # type: ignore[type-arg]
+Logger: TypeAlias = logging.Logger | logging.LoggerAdapter[Any]
 
 MAX_TRACKED_CHECKPOINTS = 50  # Flink: CheckpointBarrierTracker.MAX_CHECKPOINTS_TO_TRACK
 

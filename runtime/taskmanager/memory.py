@@ -118,7 +118,7 @@ def read_rss_mb() -> float | None:
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]  # the symbols this process has loaded
+        return ctypes.CDLL(None).malloc_trim  # the symbols this process has loaded
     except (OSError, AttributeError):  # not glibc
         return None
 

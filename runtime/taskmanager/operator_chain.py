@@ -31,7 +31,7 @@ def annotate(exc: BaseException, operator_name: str) -> None:
     """Remember the innermost operator an exception came from (first one wins)."""
     if not hasattr(exc, "__millrace_operator__"):
         try:
-            exc.__millrace_operator__ = operator_name  # type: ignore[attr-defined]
+            exc.__millrace_operator__ = operator_name  # type: ignore[attr-defined]  # a marker of our own (setattr with a constant name is B010)
         except Exception:  # noqa: BLE001 - some builtins refuse attributes
             pass
 
@@ -213,7 +213,7 @@ class OperatorChain:
                 by_tag.setdefault(dataset_tags.get(ds), []).append(NetworkOutput(writers[ds], metrics))
             output: Any = combine_outputs(by_tag.pop(None, []))
             if by_tag:  # side outputs with consumers
-                output = SideOutputsOutput(output, {tag: combine_outputs(outs) for tag, outs in by_tag.items()})
+                output = SideOutputsOutput(output, {tag: combine_outputs(outs) for tag, outs in by_tag.items() if tag is not None})
             ctx = OperatorContext(
                 job_id=tdd.job_id,
                 job_name=tdd.job_name,

@@ -107,7 +107,7 @@ class StdoutForwarder(io.TextIOBase):
                         try:
                             self._fallback.write(text)
                             self._fallback.flush()
-                        except Exception:  # noqa: BLE001
+                        except Exception:  # noqa: BLE001 - nowhere left to write it: the text is lost, as warned above
                             pass
                     return
                 time.sleep(0.2 * (attempt + 1))
@@ -116,11 +116,11 @@ class StdoutForwarder(io.TextIOBase):
 def install(send: Callable[[str], None], interval_s: float = 0.2) -> StdoutForwarder:
     """Replace sys.stdout with a forwarder (the original one stays its fallback)."""
     forwarder = StdoutForwarder(send, interval_s, fallback=sys.stdout)
-    sys.stdout = forwarder  # type: ignore[assignment]
+    sys.stdout = forwarder
     return forwarder
 
 
 def uninstall(forwarder: StdoutForwarder) -> None:
     if sys.stdout is forwarder:
-        sys.stdout = forwarder._fallback or sys.__stdout__  # type: ignore[assignment]
+        sys.stdout = forwarder._fallback or sys.__stdout__
     forwarder.close()

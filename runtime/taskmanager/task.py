@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import cloudpickle
 
@@ -28,7 +28,7 @@ from runtime.core.checkpoint import (
 )
 from runtime.core.errors import MillraceError
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
-from runtime.core.operators import InputStatus, TaskMetrics
+from runtime.core.operators import InputStatus, SourceOperator, TaskMetrics
 from runtime.core.options import execution as execution_options
 from runtime.core.options import state as state_options
 from runtime.core.options.task import TaskSettings
@@ -36,7 +36,7 @@ from runtime.core.records import MAX_TIMESTAMP, EndOfPartition, RecordBatch, Wat
 from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, execution_state_machine
 from runtime.graph.job_graph import ChainedOperator
-from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeploymentDescriptor
+from runtime.rpc.deployment import InputGateDeploymentDescriptor, TaskDeploymentDescriptor, TaskRestore
 from runtime.rpc.messages import (
     AcknowledgeCheckpoint,
     DeclineCheckpoint,
@@ -53,7 +53,7 @@ from runtime.taskmanager.interrupt import TaskInterrupter
 from runtime.taskmanager.mailbox import TaskMailbox
 from runtime.taskmanager.network.errors import PartitionReleasedError
 from runtime.taskmanager.network.partition import estimate_nbytes
-from runtime.taskmanager.operator_chain import OperatorChain
+from runtime.taskmanager.operator_chain import OperatorChain, annotate
 from runtime.taskmanager.user_code import load_user_code
 
 log = logging.getLogger(__name__)
@@ -104,9 +104,15 @@ def buffer_timeout_ms(config: Mapping[str, str]) -> int | None:
     return execution_options.BUFFER_TIMEOUT.get(config)
 
 
-class _LogAdapter(logging.LoggerAdapter):
+class _LogAdapter(logging.LoggerAdapter[logging.Logger]):
+    """Every message prefixed with its job and task."""
+
+    def __init__(self, logger: logging.Logger, job_id: str, task: str) -> None:
+        super().__init__(logger, {"job_id": job_id, "task": task})
+        self._prefix = f"[job {job_id} | {task}]"
+
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        return f"[job {self.extra['job_id']} | {self.extra['task']}] {msg}", kwargs
+        return f"{self._prefix} {msg}", kwargs
 
 
 class _LogicalInput:
@@ -166,7 +172,7 @@ class Task:
         # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
-        self.log = _LogAdapter(log, {"job_id": tdd.job_id, "task": f"{tdd.task_name_with_subtask} @ {tm_id}"})
+        self.log = _LogAdapter(log, tdd.job_id, f"{tdd.task_name_with_subtask} @ {tm_id}")
         target = self._run_profiled if os.environ.get(PROFILE_DIR_ENV) else self._run
         self.thread = threading.Thread(target=target, name=f"task-{tdd.task_name_with_subtask}", daemon=True)
 
@@ -274,7 +280,7 @@ class Task:
             self._transition(ExecutionState.INITIALIZING)
             restore = self.tdd.task_restore
             if restore is not None and restore.deployed_as_finished:
-                self._run_deployed_as_finished()
+                self._run_deployed_as_finished(restore)
                 self.flush_operator_events()
                 self._transition(ExecutionState.FINISHED, blocking_partitions=[p.produced() for p in self._partitions if hasattr(p, "produced")])
                 return
@@ -405,14 +411,14 @@ class Task:
             self._gate = self.network.create_input_gate(merged)
         return writers, network_feeders
 
-    def _run_deployed_as_finished(self) -> None:
+    def _run_deployed_as_finished(self, restore: TaskRestore) -> None:
         """FLIP-147: every operator of this subtask had finished in the restored checkpoint (Flink:
         a task deployed as finished). None of them runs again: the task takes the EndOfPartition of
         each input (its producers finished too) and ends its own outputs, so consumers see the
         input end as it did before the failure."""
         self._build_network()
         self._transition(ExecutionState.RUNNING)
-        self.log.info("deployed as finished (its operators finished before checkpoint %d): ending its outputs", self.tdd.task_restore.checkpoint_id)  # type: ignore[union-attr]
+        self.log.info("deployed as finished (its operators finished before checkpoint %d): ending its outputs", restore.checkpoint_id)
         gate = self._gate
         if gate is not None:
             ended: set[int] = set()
@@ -440,7 +446,7 @@ class Task:
         if len(chain.sources) != 1 or self._gate is not None:
             raise MillraceError(f"task {self.tdd.task_name_with_subtask}: a source task has exactly one source and no inputs")
         member = chain.sources[0]
-        src = member.operator
+        src = cast(SourceOperator, member.operator)  # chain.sources are the members whose operator is one
         mailbox = self.mailbox
         canceled = self._canceled
         control = self._control
@@ -456,10 +462,9 @@ class Task:
                 continue
             mailbox.run_due()
             try:
-                status = src.emit_next()  # type: ignore[attr-defined]
+                status = src.emit_next()
             except BaseException as e:
-                if not hasattr(e, "__millrace_operator__"):
-                    e.__millrace_operator__ = member.spec.name  # type: ignore[attr-defined]
+                annotate(e, member.spec.name)
                 raise
             if status is InputStatus.END_OF_INPUT:
                 if not savepoint_at_end:
@@ -529,8 +534,7 @@ class Task:
                 else:
                     self.on_event(element)
             except BaseException as e:
-                if not hasattr(e, "__millrace_operator__"):
-                    e.__millrace_operator__ = chain.name_of(li.node_id)  # type: ignore[attr-defined]
+                annotate(e, chain.name_of(li.node_id))
                 raise
 
     def on_event(self, event: Any) -> None:
@@ -546,16 +550,16 @@ class Task:
         for spec in tdd.operators:
             op_id = spec.operator_id
             files = restore.operator_files.get(op_id) if restore is not None else None
-            if files:
+            if restore is not None and files:
                 from runtime.storage.state_files import read_operator_state  # pyarrow only; not for every task
 
-                state_dir = restore.state_dir or tdd.checkpoint_dir  # type: ignore[union-attr]
+                state_dir = restore.state_dir or tdd.checkpoint_dir
                 assert state_dir is not None
                 ctx = read_operator_state(state_dir, files, op_id, kgr, tdd.subtask_index, tdd.parallelism)
-                ctx.restored_checkpoint_id = restore.checkpoint_id  # type: ignore[union-attr]
+                ctx.restored_checkpoint_id = restore.checkpoint_id
             else:
-                known = restore is not None and op_id in restore.restored_operators
-                ctx = StateInitializationContext(restored_checkpoint_id=restore.checkpoint_id if known else None)  # type: ignore[union-attr]
+                restored_id = restore.checkpoint_id if restore is not None and op_id in restore.restored_operators else None
+                ctx = StateInitializationContext(restored_checkpoint_id=restored_id)
             chain._guard(spec.name, chain.operator(spec.node_id).initialize_state, ctx)
         if restore is not None:
             self.log.info("restored from checkpoint %d", restore.checkpoint_id)
@@ -674,7 +678,9 @@ class Task:
         if self._snapshot_thread is None:
             self._snapshot_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{self.tdd.task_name_with_subtask}")
         start_delay_ms = max(0, since_trigger_ms - alignment_ms)  # until the first barrier arrived
-        self._snapshot_thread.submit(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, state_dir, sync_ms, alignment_ms, child, start_delay_ms, shared)
+        self._snapshot_thread.submit(
+            self._write_and_acknowledge, barrier.checkpoint_id, snapshots, state_dir, sync_ms, alignment_ms, child, start_delay_ms, shared
+        )
 
     @property
     def _fork_snapshots(self) -> bool:
@@ -718,7 +724,7 @@ class Task:
             except BaseException as e:  # noqa: BLE001 - reported to the parent, which declines
                 try:
                     os.write(w, b"ER" + repr(e).encode()[:4000])
-                except BaseException:  # noqa: BLE001
+                except BaseException:  # noqa: BLE001 - the parent sees the pipe close without a result and declines
                     pass
             finally:
                 os._exit(code)
@@ -791,7 +797,9 @@ class Task:
 
                 if state_dir is None:
                     raise MillraceError(f"task {tdd.task_name_with_subtask}: checkpoint {checkpoint_id} has no checkpoint directory")
-                handle = write_state_file(state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful, batch_rows=THREAD_BATCH_ROWS)
+                handle = write_state_file(
+                    state_dir, checkpoint_id, tdd.subtask_index, tdd.attempt_number, tdd.parallelism, stateful, batch_rows=THREAD_BATCH_ROWS
+                )
                 if handle is not None:
                     files.append(handle)
             if files and state_dir == tdd.checkpoint_dir:
@@ -890,5 +898,5 @@ class Task:
         )
         try:
             self.checkpoint_response(msg)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the JobMaster may be gone; it aborts the checkpoint by timeout then
             self.log.warning("checkpoint %d: decline failed: %s", checkpoint_id, e)

@@ -167,7 +167,7 @@ class NetworkEnvironment:
                 rpdd.partition_id, rpdd.dataset_id, rpdd.num_subpartitions, attempt_id, rpdd.blocking_table_uri, subtask_index
             )
             # no flusher: nobody reads the files before the producer finished
-            return blocking, RecordWriter(blocking, partitioner, self.config.buffer_records)  # type: ignore[arg-type]
+            return blocking, RecordWriter(blocking, partitioner, self.config.buffer_records)
         partition = ResultPartition(
             rpdd.partition_id, rpdd.num_subpartitions, self.config.capacity_per_subpartition, attempt_id
         )

@@ -193,8 +193,10 @@ class ResultPartition:
         return self._add(subpartition, element, block=False)
 
     def _add(self, subpartition: int, element: StreamElement, block: bool) -> bool:
-        data = isinstance(element, RecordBatch)
-        nbytes = estimate_nbytes(element) if data else 0  # type: ignore[arg-type]
+        if isinstance(element, RecordBatch):
+            data, nbytes = True, estimate_nbytes(element)
+        else:
+            data, nbytes = False, 0
         with self._lock:
             sp = self._subs[subpartition]
             if data and sp.backlog >= self.capacity and self._state is _State.RUNNING:

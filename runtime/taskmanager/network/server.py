@@ -115,7 +115,7 @@ class _ServerConnection:
                     raise ValueError(f"unexpected message type {msg}")
         except (asyncio.IncompleteReadError, ConnectionError):
             log.debug("consumer %s disconnected", self.peer)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure of one connection only closes it; its consumer sees the channel fail
             log.warning("closing data connection from %s: %r", self.peer, e)
         finally:
             self.closed = True

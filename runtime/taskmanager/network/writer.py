@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from typing import Protocol, cast
 
 from runtime.core.records import ColumnBatch, RecordBatch, StreamElement, Watermark, WatermarkStatus, concat_batches
 from runtime.taskmanager.network.errors import PartitionError
-from runtime.taskmanager.network.partition import ResultPartition
+from runtime.taskmanager.network.partition import ResultPartitionID
 from runtime.taskmanager.network.partitioners import StreamPartitioner
 
 log = logging.getLogger(__name__)
@@ -23,12 +24,46 @@ DEFAULT_BUFFER_RECORDS = 8192
 DEFAULT_BUFFER_TIMEOUT_S = 0.1  # Flink's execution.buffer-timeout default (100 ms)
 
 
+class OutputPartition(Protocol):
+    """What a RecordWriter writes into: a ResultPartition, or a BlockingResultPartition (which
+    defers watermarks: see `WatermarkDeferringPartition`)."""
+
+    @property
+    def id(self) -> ResultPartitionID: ...
+
+    @property
+    def partition_id(self) -> str: ...
+
+    @property
+    def num_subpartitions(self) -> int: ...
+
+    @property
+    def defers_watermarks(self) -> bool: ...
+
+    @property
+    def is_released(self) -> bool: ...
+
+    def has_capacity(self, subpartition: int) -> bool: ...
+
+    def add(self, subpartition: int, element: StreamElement) -> None: ...
+
+    def try_add(self, subpartition: int, element: StreamElement) -> bool: ...
+
+    def finish(self) -> None: ...
+
+
+class WatermarkDeferringPartition(OutputPartition, Protocol):
+    """A partition whose `defers_watermarks` is true: it keeps the last watermark itself."""
+
+    def note_watermark(self, watermark: Watermark) -> None: ...
+
+
 def _compatible(a: RecordBatch, b: RecordBatch) -> bool:
     """Whether two batches can be concatenated without changing types or losing timestamps."""
     if type(a) is not type(b) or (a.timestamps is None) != (b.timestamps is None):
         return False
-    if isinstance(a, ColumnBatch):
-        ca, cb = a.columns, b.columns  # type: ignore[attr-defined]
+    if isinstance(a, ColumnBatch) and isinstance(b, ColumnBatch):  # both or neither: their types are equal
+        ca, cb = a.columns, b.columns
         if ca.keys() != cb.keys():
             return False
         return all(ca[k].dtype == cb[k].dtype for k in ca)
@@ -87,7 +122,7 @@ class RecordWriter:
 
     def __init__(
         self,
-        partition: ResultPartition,
+        partition: OutputPartition,
         partitioner: StreamPartitioner,
         buffer_records: int = DEFAULT_BUFFER_RECORDS,
         flusher: OutputFlusher | None = None,
@@ -148,7 +183,7 @@ class RecordWriter:
             if type(event) is Watermark and partition.defers_watermarks:
                 # a blocking partition keeps only the last watermark, written after every record:
                 # records stay buffered (moving them now would cut them into small batches)
-                partition.note_watermark(event)
+                cast(WatermarkDeferringPartition, partition).note_watermark(event)
                 return
             for ch, pend in enumerate(self._pending):
                 if pend:
