@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -114,7 +115,8 @@ class PipelineExecutor(Protocol):
 
 _current: contextvars.ContextVar[PipelineExecutor | None] = contextvars.ContextVar("millrace_executor", default=None)
 _global: list[PipelineExecutor] = []
-_context_config: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("millrace_config", default={})
+# the default is read-only: one object shared by every context that never set a configuration
+_context_config: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("millrace_config", default=types.MappingProxyType({}))
 
 
 @contextlib.contextmanager

@@ -76,7 +76,7 @@ class StateEntries(Sequence[tuple[Any, Any, Any]]):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, like the lists it equals; mypy types object.__hash__ a method
 
     def extend(self, other: Iterable[tuple[Any, Any, Any]]) -> None:
         """Append entries (a restore that reads one state from two files); the columns become lists."""

@@ -13,6 +13,9 @@ OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
 ACC = TypeVar("ACC")
 W = TypeVar("W")
+# the window type of ProcessWindowFunction.Context: a class nested in a generic class needs a
+# type variable of its own (the outer class's W is already bound inside its body)
+CW = TypeVar("CW")
 
 
 class RuntimeContext(abc.ABC):
@@ -237,9 +240,9 @@ class KeyedCoProcessFunction(Function):
 
 
 class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
-    class Context(abc.ABC, Generic[W]):
+    class Context(abc.ABC, Generic[CW]):
         @abc.abstractmethod
-        def window(self) -> W: ...
+        def window(self) -> CW: ...
 
         @abc.abstractmethod
         def current_processing_time(self) -> int: ...

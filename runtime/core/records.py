@@ -155,10 +155,11 @@ def concat_batches(batches: Sequence[RecordBatch]) -> RecordBatch:
     if len(batches) == 1:
         return batches[0]
     with_ts = all(b.timestamps is not None for b in batches)
-    ts = np.concatenate([b.timestamps for b in batches]) if with_ts else None  # type: ignore[misc]
-    if all(isinstance(b, ColumnBatch) for b in batches):
-        names = batches[0].columns.keys()  # type: ignore[union-attr]
-        return ColumnBatch({n: np.concatenate([b.columns[n] for b in batches]) for n in names}, ts)  # type: ignore[union-attr]
+    ts = np.concatenate([b.timestamps for b in batches]) if with_ts else None
+    column_batches = [b for b in batches if isinstance(b, ColumnBatch)]
+    if len(column_batches) == len(batches):
+        names = column_batches[0].columns.keys()
+        return ColumnBatch({n: np.concatenate([b.columns[n] for b in column_batches]) for n in names}, ts)
     values: list[Any] = []
     for b in batches:
         values.extend(b.rows())

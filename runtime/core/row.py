@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 _INDEX: dict[tuple[str, ...], dict[str, int]] = {}
 
@@ -18,7 +18,7 @@ def _index_of(fields: tuple[str, ...]) -> dict[str, int]:
     return idx
 
 
-_NAMED: dict[tuple[str, ...], type] = {}
+_NAMED: dict[tuple[str, ...], type[Row]] = {}
 _values_of = operator.attrgetter("_values")
 
 
@@ -34,7 +34,7 @@ def _new_via_row(cls: type, *args: Any, **kwargs: Any) -> Row:
     return Row.__new__(Row, *args, **kwargs)
 
 
-def _named_class(fields: tuple[str, ...]) -> type:
+def _named_class(fields: tuple[str, ...]) -> type[Row]:
     """A Row subclass for one tuple of field names, with a property per field.
 
     Attribute access (`row.user_id`) is the per-record path's hottest operation; a property is one
@@ -46,8 +46,9 @@ def _named_class(fields: tuple[str, ...]) -> type:
         if len(_NAMED) > 10000:  # bound the cache for programs that invent field names
             _NAMED.clear()
         props = {n: property(_field_getter(i)) for i, n in enumerate(fields) if not n.startswith("_") and not hasattr(Row, n)}
-        cls = _NAMED[fields] = type("Row", (Row,), {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, "_row_fields": fields,
-                                            "__new__": _new_via_row, "__init__": object.__init__, **props})
+        namespace = {"__slots__": (), "__module__": Row.__module__, "__qualname__": "Row", "_named_row": True, "_row_fields": fields,
+                     "__new__": _new_via_row, "__init__": object.__init__, **props}
+        cls = _NAMED[fields] = type("Row", (Row,), namespace)
     return cls
 
 
@@ -73,7 +74,7 @@ def named_rows(fields: tuple[str, ...], value_lists: list[list[Any]]) -> list[Ro
     cls, new = _named_class(fields), object.__new__
     out = []
     for values in value_lists:
-        row = new(cls)
+        row: Row = new(cls)
         row._fields = fields
         row._values = values
         out.append(row)
@@ -112,6 +113,10 @@ class Row:
     """`Row(1, "a")` or `Row(id=1, name="a")`; fields by index, by name, or as attributes."""
 
     __slots__ = ("_values", "_fields")
+    _values: list[Any]
+    _fields: tuple[str, ...] | None
+    # only on the per-field-names subclasses `_named_class` makes
+    _row_fields: ClassVar[tuple[str, ...]]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Row:
         if kwargs:

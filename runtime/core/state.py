@@ -368,22 +368,22 @@ class BroadcastState(ReadOnlyBroadcastState):
 
     __slots__ = ()
 
-    def put(self, key: Any, value: Any) -> None:  # type: ignore[override]
+    def put(self, key: Any, value: Any) -> None:
         self._d[key] = value
 
-    def put_all(self, dict_value: dict[Any, Any]) -> None:  # type: ignore[override]
+    def put_all(self, dict_value: dict[Any, Any]) -> None:
         self._d.update(dict_value)
 
-    def remove(self, key: Any) -> None:  # type: ignore[override]
+    def remove(self, key: Any) -> None:
         self._d.pop(key, None)
 
-    def clear(self) -> None:  # type: ignore[override]
+    def clear(self) -> None:
         self._d.clear()
 
-    def __setitem__(self, key: Any, value: Any) -> None:  # type: ignore[override]
+    def __setitem__(self, key: Any, value: Any) -> None:
         self._d[key] = value
 
-    def __delitem__(self, key: Any) -> None:  # type: ignore[override]
+    def __delitem__(self, key: Any) -> None:
         del self._d[key]
 
 

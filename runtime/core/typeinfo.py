@@ -57,6 +57,8 @@ class BasicTypeInfo(TypeInformation):
 
         if self._arrow == "timestamp_ms":
             return pa.timestamp("ms")
+        if self._arrow == "time64":  # time64 needs a unit
+            return pa.time64("us")
         return getattr(pa, self._arrow)()
 
     def to_numpy_dtype(self) -> Any:
@@ -213,15 +215,6 @@ _SQL_DATE = BasicTypeInfo("SQL_DATE", "date32", None)
 _SQL_TIME = BasicTypeInfo("SQL_TIME", "time64", None)
 _INSTANT = BasicTypeInfo("INSTANT", "timestamp_ms", "datetime64[ms]")
 _PICKLED = PickledBytesTypeInfo()
-
-
-def _sql_time_arrow() -> Any:  # time64 needs a unit
-    import pyarrow as pa
-
-    return pa.time64("us")
-
-
-_SQL_TIME.to_arrow_type = _sql_time_arrow  # type: ignore[method-assign]
 
 
 class Types:

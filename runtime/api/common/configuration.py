@@ -1,6 +1,7 @@
 """Configuration and RuntimeExecutionMode, mirroring PyFlink (pyflink.common.Configuration)."""
 from __future__ import annotations
 
+import builtins
 from typing import Any, TypeVar
 
 from runtime.core.config_options import ConfigOption
@@ -62,7 +63,7 @@ class Configuration:
         self._data[option.key] = option.to_string(value)
         return self
 
-    def key_set(self) -> set[str]:
+    def key_set(self) -> builtins.set[str]:  # builtins: `set` in this class body is the method above
         return set(self._data)
 
     def contains_key(self, key: str) -> bool:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Union
 
 from runtime.api.common.time import Duration
 from runtime.core.errors import InvalidProgramError
 from runtime.core.options import restart as ro
 
-DurationLike = Union[int, timedelta, Duration]
+DurationLike = int | timedelta | Duration
 
 RESTART_STRATEGY_KEY_PREFIX = ro.RESTART_STRATEGY.deprecated_keys[0]  # "restart-strategy": every key of the family starts so
 
@@ -59,7 +58,7 @@ class RestartStrategyConfiguration:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.to_configuration() == self.to_configuration()  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.to_configuration() == self.to_configuration()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, tuple(sorted(self.to_configuration().items()))))

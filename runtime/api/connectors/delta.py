@@ -367,8 +367,8 @@ class DeltaSinkWriter(StreamOperator):
         for p in self._written[self._handed_over :]:
             try:
                 self._fs.delete_file(p)
-            except Exception:
-                pass
+            except Exception:  # clean-up after a failure goes on
+                log.debug("could not delete uncommitted Delta file %s", p, exc_info=True)
 
 
 class DeltaSinkCoordinator:
@@ -514,7 +514,8 @@ class DeltaSinkCoordinator:
             result = commit_add_files(
                 self.sink.path, files, self._table_schema(), mode=mode, partition_by=self.sink.partition_by,
                 app_id=self.app_id, version=version, storage_options=self.sink.storage_options,
-                replace_where=self.sink.replace_where if mode == "overwrite" else None,
+                # a null partition's value is None: delta_commit's replace_where should say dict[str, str | None]
+                replace_where=self.sink.replace_where if mode == "overwrite" else None,  # type: ignore[arg-type]  # see above
             )
         except CommitOutcomeUnknownError:
             self._keep_files = True
@@ -623,7 +624,8 @@ class DeltaSinkCoordinator:
 
         try:
             infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
-        except Exception:  # noqa: BLE001
+        except Exception:  # best effort: a folder that cannot be listed leaves nothing to delete
+            log.debug("Delta sink %s: could not list %s", self.sink.path, base, exc_info=True)
             return
         prefix = file_prefix(self.sink)
         referenced = referenced_files(self.sink.path, self.sink.storage_options)
@@ -724,8 +726,8 @@ class DeltaSinkCoordinator:
         for f in files:
             try:
                 fs.delete_file(f"{base}/{f['path']}")
-            except Exception:
-                log.warning("could not delete uncommitted Delta file %s", f["path"])
+            except Exception:  # clean-up is best effort
+                log.warning("could not delete uncommitted Delta file %s", f["path"], exc_info=True)
 
 
 def sink_app_id(sink: DeltaSink, job_id: str) -> str:

@@ -150,7 +150,7 @@ class DeltaSourceOperator(SplitSourceOperator):
                     rb, skip = rb.slice(skip), 0
                 yield rb
         finally:
-            batches.close()  # type: ignore[attr-defined]
+            batches.close()  # type: ignore[attr-defined]  # a generator; iter_file_batches (runtime/storage) says Iterator
 
     def emit_next(self) -> InputStatus:
         assert self.output is not None

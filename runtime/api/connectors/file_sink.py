@@ -211,8 +211,8 @@ class FileSinkWriter(StreamOperator):
         for part in self._open.values():
             try:
                 part.fh.close()
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception:  # clean-up after a failure goes on
+                log.debug("closing %s failed", part.rel_pending, exc_info=True)
         if not self._reported:
             # failed or cancelled: nobody commits these (files handed to a checkpoint are the coordinator's)
             doomed = [p.rel_pending for p in self._open.values()] + [c["pending"] for c in self._pending]

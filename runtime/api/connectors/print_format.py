@@ -233,9 +233,8 @@ def _dtoa(bin_exp: int, fract_bits: int, n_significant_bits: int) -> tuple[str, 
             dec_exp = insignificant
             if residue >= pow10 >> 1:
                 value += 1
-        digits = str(value)
-        stripped = digits.rstrip("0")
-        return stripped, dec_exp + len(digits)
+        value_digits = str(value)
+        return value_digits.rstrip("0"), dec_exp + len(value_digits)
     dec_exp = _estimate_dec_exp(fract_bits, bin_exp)
     b5 = max(0, -dec_exp)
     b2 = b5 + n_tiny_bits + bin_exp
@@ -340,8 +339,9 @@ def java_hash_map_order(items: list[tuple[Any, Any]], key_type: TypeInformation 
     spread hashCode, ties in insertion order. PyFlink's maps are built from the Python dict in reverse
     (Pyrolite's SETITEMS), so equal buckets come out last key first, as measured against PyFlink.
     Keys without a known Java hashCode keep the dict's order."""
-    hashes = [_java_hash_code(k, key_type) for k, _ in items]
-    if any(h is None for h in hashes):
+    maybe_hashes = [_java_hash_code(k, key_type) for k, _ in items]
+    hashes = [h for h in maybe_hashes if h is not None]
+    if len(hashes) != len(maybe_hashes):
         return items
     inserted = list(reversed(range(len(items))))
     capacity = 16  # HashMap's default table, doubled past the 0.75 load factor
@@ -349,7 +349,7 @@ def java_hash_map_order(items: list[tuple[Any, Any]], key_type: TypeInformation 
         capacity *= 2
 
     def bucket(i: int) -> int:
-        h = hashes[i] & 0xFFFFFFFF  # type: ignore[operator]
+        h = hashes[i] & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 
     position = {i: n for n, i in enumerate(inserted)}

@@ -68,7 +68,8 @@ class ColumnarAggregate(AggregateFunction):
             if s.kind == COUNT:
                 accumulator[i] += 1
                 continue
-            v = _field(value, s.field)  # type: ignore[arg-type]
+            assert s.field is not None  # __init__ refuses a sum, min or max without a field
+            v = _field(value, s.field)
             cur = accumulator[i]
             if s.kind == SUM:
                 accumulator[i] = cur + v
@@ -102,11 +103,12 @@ class ColumnarAggregate(AggregateFunction):
             if s.kind == COUNT:
                 out.append(np.diff(np.append(starts, n)).astype(np.int64))
                 continue
-            col = sorted_cols.get(s.field)  # type: ignore[arg-type]
+            assert s.field is not None  # __init__ refuses a sum, min or max without a field
+            col = sorted_cols.get(s.field)
             if col is None:
-                raw = columns[s.field]  # type: ignore[index]
+                raw = columns[s.field]
                 col = raw if order is None else raw[order]
-                sorted_cols[s.field] = col  # type: ignore[index]
+                sorted_cols[s.field] = col
             if s.kind == SUM:
                 out.append(np.add.reduceat(col.astype(_sum_dtype(col), copy=False), starts))
             elif s.kind == MIN:

@@ -184,7 +184,7 @@ class _KeyedAdapter(_WrappingFunction, KeyedProcessFunction):
         return {"fn": self.fn, "kind": self.kind}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["fn"], state["kind"])  # type: ignore[misc]
+        _KeyedAdapter.__init__(self, state["fn"], state["kind"])
 
 
 class _KeyedCoAdapter(_WrappingFunction, KeyedCoProcessFunction):
@@ -252,6 +252,13 @@ def _get_field(value: Any, field: int | str) -> Any:
     return value[field]
 
 
+def _position(value: Any, field: int | str) -> int:
+    """`field` as a position in `value`, a record without field names."""
+    if isinstance(field, str):
+        raise TypeError(f"cannot aggregate field {field!r} of a {_type_name(value)}: it has positions, not field names")
+    return field
+
+
 def _set_field(value: Any, field: int | str, new: Any) -> Any:
     """A copy of `value` with `field` replaced (records are never mutated in place)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -259,8 +266,8 @@ def _set_field(value: Any, field: int | str, new: Any) -> Any:
     if isinstance(value, Row):
         names = value.field_names
         vals = list(value)
-        idx = names.index(field) if isinstance(field, str) and names is not None else field
-        vals[idx] = new  # type: ignore[index]
+        idx = names.index(field) if isinstance(field, str) and names is not None else _position(value, field)
+        vals[idx] = new
         return Row.of(names, vals)
     if isinstance(value, dict):
         out = dict(value)
@@ -268,11 +275,11 @@ def _set_field(value: Any, field: int | str, new: Any) -> Any:
         return out
     if isinstance(value, tuple):
         vals = list(value)
-        vals[field] = new  # type: ignore[index]
+        vals[_position(value, field)] = new
         return tuple(vals)
     if isinstance(value, list):
         out_l = list(value)
-        out_l[field] = new  # type: ignore[index]
+        out_l[_position(value, field)] = new
         return out_l
     raise TypeError(f"cannot aggregate field {field!r} of a {_type_name(value)}")
 
@@ -356,7 +363,8 @@ class DataStream:
         return self
 
     def set_description(self, description: str) -> DataStream:
-        self._configurable("set_description()").description = description  # type: ignore[attr-defined]
+        # PyFlink's API; Transformation (runtime/graph) has no field for it yet and nothing reads it
+        self._configurable("set_description()").description = description  # type: ignore[attr-defined]  # see above
         return self
 
     def uid(self, uid: str) -> DataStream:
@@ -682,7 +690,8 @@ class DataStreamSink:
         return self
 
     def set_description(self, description: str) -> DataStreamSink:
-        self._t.description = description  # type: ignore[attr-defined]
+        # PyFlink's API; Transformation (runtime/graph) has no field for it yet and nothing reads it
+        self._t.description = description  # type: ignore[attr-defined]  # see above
         return self
 
     def set_parallelism(self, parallelism: int) -> DataStreamSink:
@@ -1023,10 +1032,14 @@ class BroadcastConnectedStream:
 
         stream, descriptors = self.non_broadcast_stream, self.broadcast_stream.broadcast_state_descriptors
         keyed = isinstance(stream, KeyedStream)
-        if keyed:
+        factory: Callable[[], Any]
+        if isinstance(stream, KeyedStream):
             if not isinstance(func, KeyedBroadcastProcessFunction):
-                raise InvalidProgramError(f"process(): a keyed stream connected to a broadcast stream needs a KeyedBroadcastProcessFunction, got {_type_name(func)}")
-            factory = _declaring_key_type(functools.partial(KeyedBroadcastProcessOperator, stream._key_selector, func, descriptors), stream._key_type)
+                raise InvalidProgramError(
+                    f"process(): a keyed stream connected to a broadcast stream needs a KeyedBroadcastProcessFunction, got {_type_name(func)}"
+                )
+            make_operator = functools.partial(KeyedBroadcastProcessOperator, stream._key_selector, func, descriptors)
+            factory = _declaring_key_type(make_operator, stream._key_type)
         else:
             if not isinstance(func, BroadcastProcessFunction):
                 hint = "; key the stream first (key_by)" if isinstance(func, KeyedBroadcastProcessFunction) else ""
@@ -1065,9 +1078,10 @@ class ConnectedStreams:
 
     def _keyed_co(self, name: str, fn: Any, output_type: Any) -> DataStream:
 
-        ks1 = self.stream1._key_selector  # type: ignore[attr-defined]
-        ks2 = self.stream2._key_selector  # type: ignore[attr-defined]
-        factory = _declaring_key_type(functools.partial(KeyedCoProcessOperator, ks1, ks2, fn), getattr(self.stream1, "_key_type", None))
+        s1, s2 = self.stream1, self.stream2
+        if not (isinstance(s1, KeyedStream) and isinstance(s2, KeyedStream)):
+            raise TypeError(f"{name}: both connected streams must be keyed (the callers check _is_keyed() first)")
+        factory = _declaring_key_type(functools.partial(KeyedCoProcessOperator, s1._key_selector, s2._key_selector, fn), s1._key_type)
         return self._two_input(name, factory, output_type, True)
 
     def _co_map(self, kind: str, func: Any, output_type: Any) -> DataStream:

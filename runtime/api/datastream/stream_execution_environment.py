@@ -242,7 +242,8 @@ class StreamExecutionEnvironment:
         )
         if source.max_parallelism() == 1:
             st.parallelism, st.parallelism_configured, st.max_parallelism = 1, True, 1
-            st._non_parallel = True  # type: ignore[attr-defined]
+            # read back by DataStream.set_parallelism(); Transformation (runtime/graph) has no field for it
+            st._non_parallel = True  # type: ignore[attr-defined]  # see above
         if not watermark_strategy.generates_watermarks and watermark_strategy.timestamp_assigner is None:
             return DataStream(self, st)
         # Flink generates watermarks inside the source operator; Millrace chains a

@@ -21,6 +21,8 @@ from runtime.core.windows import CountWindow, GlobalWindow, TimeWindow, Window  
 
 T = TypeVar("T")
 W = TypeVar("W", bound="Window")
+# MergeCallback's window type: a class nested in a generic class needs a type variable of its own
+MW = TypeVar("MW", bound="Window")
 
 
 def to_milliseconds(duration: Any) -> int:
@@ -81,8 +83,9 @@ class Trigger(abc.ABC, Generic[T, W]):
         @abc.abstractmethod
         def merge_partitioned_state(self, state_descriptor: Any) -> None: ...
 
+    # timestamp None: the record has none (Flink's Long.MIN_VALUE marker)
     @abc.abstractmethod
-    def on_element(self, element: T, timestamp: int, window: W, ctx: Trigger.TriggerContext) -> TriggerResult: ...
+    def on_element(self, element: T, timestamp: int | None, window: W, ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     @abc.abstractmethod
     def on_processing_time(self, time: int, window: W, ctx: Trigger.TriggerContext) -> TriggerResult: ...
@@ -103,7 +106,7 @@ class Trigger(abc.ABC, Generic[T, W]):
 class EventTimeTrigger(Trigger[Any, TimeWindow]):
     """Flink: EventTimeTrigger: fire once the watermark passes the window's end."""
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+    def on_element(self, element: Any, timestamp: int | None, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE  # the watermark is already past the window: fire at once
         ctx.register_event_time_timer(window.max_timestamp())
@@ -136,7 +139,7 @@ class EventTimeTrigger(Trigger[Any, TimeWindow]):
 class ProcessingTimeTrigger(Trigger[Any, TimeWindow]):
     """Flink: ProcessingTimeTrigger: fire when the wall clock passes the window's end."""
 
-    def on_element(self, element: Any, timestamp: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+    def on_element(self, element: Any, timestamp: int | None, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
         ctx.register_processing_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
@@ -179,7 +182,7 @@ class CountTrigger(Trigger[Any, Window]):
     def of(count: int) -> CountTrigger:
         return CountTrigger(count)
 
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+    def on_element(self, element: Any, timestamp: int | None, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         state = ctx.get_partitioned_state(self._desc)
         state.add(1)
         if state.get() >= self.count:
@@ -220,7 +223,7 @@ class PurgingTrigger(Trigger[Any, Window]):
     def _purging(r: TriggerResult) -> TriggerResult:
         return TriggerResult.FIRE_AND_PURGE if r.is_fire() else r
 
-    def on_element(self, element: Any, timestamp: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
+    def on_element(self, element: Any, timestamp: int | None, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
         return self._purging(self.nested_trigger.on_element(element, timestamp, window, ctx))
 
     def on_event_time(self, time: int, window: Window, ctx: Trigger.TriggerContext) -> TriggerResult:
@@ -245,7 +248,7 @@ class PurgingTrigger(Trigger[Any, Window]):
 class NeverTrigger(Trigger[Any, GlobalWindow]):
     """The default trigger of GlobalWindows: never fires."""
 
-    def on_element(self, element: Any, timestamp: int, window: GlobalWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
+    def on_element(self, element: Any, timestamp: int | None, window: GlobalWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def on_event_time(self, time: int, window: GlobalWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
@@ -384,8 +387,9 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
         @abc.abstractmethod
         def get_runtime_context(self) -> Any: ...
 
+    # timestamp None: the record has none (Flink's Long.MIN_VALUE marker)
     @abc.abstractmethod
-    def assign_windows(self, element: T, timestamp: int, context: WindowAssigner.WindowAssignerContext) -> Collection[W]: ...
+    def assign_windows(self, element: T, timestamp: int | None, context: WindowAssigner.WindowAssignerContext) -> Collection[W]: ...
 
     @abc.abstractmethod
     def get_default_trigger(self, env: Any = None) -> Trigger: ...
@@ -400,9 +404,9 @@ class WindowAssigner(abc.ABC, Generic[T, W]):
 class MergingWindowAssigner(WindowAssigner[T, W]):
     """An assigner whose windows can merge (sessions). Flink: MergingWindowAssigner."""
 
-    class MergeCallback(abc.ABC, Generic[W]):
+    class MergeCallback(abc.ABC, Generic[MW]):
         @abc.abstractmethod
-        def merge(self, to_be_merged: Iterable[W], merge_result: W) -> None: ...
+        def merge(self, to_be_merged: Iterable[MW], merge_result: MW) -> None: ...
 
     @abc.abstractmethod
     def merge_windows(self, windows: Iterable[W], callback: Any) -> None: ...
@@ -433,7 +437,7 @@ class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
     def of(size: Any, offset: Any = None) -> TumblingEventTimeWindows:
         return TumblingEventTimeWindows(to_milliseconds(size), 0 if offset is None else to_milliseconds(offset))
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[TimeWindow]:
         ts = _check_event_ts(timestamp, "TumblingEventTimeWindows")
         start = TimeWindow.get_window_start_with_offset(ts, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
@@ -459,7 +463,7 @@ class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
     def of(size: Any, offset: Any = None) -> TumblingProcessingTimeWindows:
         return TumblingProcessingTimeWindows(to_milliseconds(size), 0 if offset is None else to_milliseconds(offset))
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[TimeWindow]:
         now = context.get_current_processing_time()
         start = TimeWindow.get_window_start_with_offset(now, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
@@ -493,7 +497,7 @@ class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
             to_milliseconds(size), to_milliseconds(slide), 0 if offset is None else to_milliseconds(offset)
         )
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[TimeWindow]:
         ts = _check_event_ts(timestamp, "SlidingEventTimeWindows")
         return _sliding(ts, self.size, self.slide, self.offset)
 
@@ -521,7 +525,7 @@ class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
             to_milliseconds(size), to_milliseconds(slide), 0 if offset is None else to_milliseconds(offset)
         )
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[TimeWindow]:
         return _sliding(context.get_current_processing_time(), self.size, self.slide, self.offset)
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -550,7 +554,7 @@ class _SessionWindows(MergingWindowAssigner[Any, TimeWindow]):
     def _gap(self, element: Any) -> int:
         raise NotImplementedError
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[TimeWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[TimeWindow]:
         start = _check_event_ts(timestamp, type(self).__name__) if self.event_time else context.get_current_processing_time()
         return [TimeWindow(start, start + self._gap(element))]
 
@@ -636,7 +640,7 @@ class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
     def create() -> GlobalWindows:
         return GlobalWindows()
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[GlobalWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[GlobalWindow]:
         return [GlobalWindow()]
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -665,7 +669,7 @@ class CountTumblingWindowAssigner(WindowAssigner[Any, CountWindow]):
     def of(window_size: int) -> CountTumblingWindowAssigner:
         return CountTumblingWindowAssigner(window_size)
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[CountWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[CountWindow]:
         state = context.get_runtime_context().get_state(self._count_descriptor)
         n = state.value() or 0
         state.update(n + 1)
@@ -700,7 +704,7 @@ class CountSlidingWindowAssigner(WindowAssigner[Any, CountWindow]):
     def of(window_size: int, window_slide: int) -> CountSlidingWindowAssigner:
         return CountSlidingWindowAssigner(window_size, window_slide)
 
-    def assign_windows(self, element: Any, timestamp: int, context: Any) -> list[CountWindow]:
+    def assign_windows(self, element: Any, timestamp: int | None, context: Any) -> list[CountWindow]:
         state = context.get_runtime_context().get_state(self._count_descriptor)
         n = state.value() or 0
         state.update(n + 1)

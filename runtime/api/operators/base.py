@@ -1,5 +1,6 @@
-"""The stream operator contract (Flink's StreamOperator and what it is given): defined in `runtime.core.operators`, low in the layers, so the state backends and the
-TaskManager use them without loading the API; re-exported here at PyFlink's path."""
+"""The stream operator contract (Flink's StreamOperator and what it is given): defined in
+`runtime.core.operators`, low in the layers, so the state backends and the TaskManager use them
+without loading the API; re-exported here at PyFlink's path."""
 from runtime.core.operators import (  # re-exported
     InputStatus,
     OperatorContext,

@@ -9,8 +9,9 @@ subtask of a restored job (at any parallelism) starts from it.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.api.datastream.functions import (
     BroadcastProcessFunction,
@@ -20,7 +21,7 @@ from runtime.api.datastream.functions import (
     TimerService,
 )
 from runtime.api.datastream.state import BroadcastState, MapStateDescriptor, ReadOnlyBroadcastState
-from runtime.api.operators.base import StreamOperator
+from runtime.api.operators.base import OperatorContext, StreamOperator
 from runtime.api.operators.keyed_process import AbstractKeyedProcessOperator, KeyedTimerContext, close_function, open_function
 from runtime.api.operators.runtime_context import emit_objects
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
@@ -45,7 +46,7 @@ class _BroadcastStates:
                 f"get_broadcast_state({descriptor!r}): not a broadcast state of this stream; "
                 f"broadcast() was given {self.names}"
             )
-        return (BroadcastState if writable else ReadOnlyBroadcastState)(name, self.maps[name])  # type: ignore[arg-type]
+        return (BroadcastState if writable else ReadOnlyBroadcastState)(name, self.maps[name])
 
     def snapshot(self, subtask_index: int) -> list[tuple[str, Any, Any]]:
         if subtask_index != 0:  # the copies are equal: one is enough
@@ -58,25 +59,46 @@ class _BroadcastStates:
                 self.maps[name][k] = v
 
 
+class _BroadcastOperator(Protocol):
+    """What the contexts use of their operator (BroadcastProcessOperator, KeyedBroadcastProcessOperator)."""
+
+    broadcast_states: _BroadcastStates
+
+    @property
+    def ctx(self) -> OperatorContext | None: ...
+
+    @property
+    def current_watermark(self) -> int: ...
+
+    def collect_side(self, tag_id: str, value: Any, ts: int | None) -> None: ...
+
+
 class _Contexts:
     """Context methods both variants share (the operator is `_op`)."""
 
     __slots__ = ()
+    # slots of the subclasses
+    _op: _BroadcastOperator
+    _ts: int | None
+    _writable: bool
 
     def timestamp(self) -> int | None:
-        return self._ts  # type: ignore[attr-defined]
+        return self._ts
 
     def current_processing_time(self) -> int:
-        return self._op.ctx.processing_time_service.current_processing_time()  # type: ignore[attr-defined]
+        ctx = self._op.ctx
+        if ctx is None:
+            raise RuntimeError("current_processing_time(): the operator is not set up yet")
+        return ctx.processing_time_service.current_processing_time()
 
     def current_watermark(self) -> int:
-        return self._op.current_watermark  # type: ignore[attr-defined]
+        return self._op.current_watermark
 
     def get_broadcast_state(self, state_descriptor: Any) -> Any:
-        return self._op.broadcast_states.view(state_descriptor, self._writable)  # type: ignore[attr-defined]
+        return self._op.broadcast_states.view(state_descriptor, self._writable)
 
     def output(self, output_tag: OutputTag, value: Any) -> None:
-        self._op.collect_side(output_tag.tag_id, value, self._ts)  # type: ignore[attr-defined]
+        self._op.collect_side(output_tag.tag_id, value, self._ts)
 
 
 # --- non-keyed ---------------------------------------------------------------------------------
@@ -108,7 +130,7 @@ class BroadcastProcessOperator(StreamOperator):
     def open(self) -> None:
         self._contexts = (_NonKeyedContext(self, False), _NonKeyedContext(self, True))
         assert self.ctx is not None
-        open_function(self.function, _runtime_context(self))
+        open_function(self.function, _runtime_context(self.ctx))
 
     def close(self) -> None:
         close_function(self.function)
@@ -133,8 +155,9 @@ class BroadcastProcessOperator(StreamOperator):
             emit_objects(self.output.emit, vals, tss)
         if self._side:
             sides, self._side = self._side, {}
+            output = self.output
             for tag_id, (vals, tss) in sides.items():
-                emit_objects(lambda b, t=tag_id: self.output.emit_side(t, b), vals, tss)  # type: ignore[union-attr]
+                emit_objects(functools.partial(output.emit_side, tag_id), vals, tss)
 
 
 def _collect(op: Any, results: Iterable[Any] | None, ts: int | None) -> None:
@@ -148,10 +171,10 @@ def _collect(op: Any, results: Iterable[Any] | None, ts: int | None) -> None:
             op._stamps.append(ts)
 
 
-def _runtime_context(op: StreamOperator) -> Any:
+def _runtime_context(ctx: OperatorContext) -> Any:
     from runtime.api.operators.runtime_context import StreamingRuntimeContext
 
-    return StreamingRuntimeContext(op.ctx, None)  # type: ignore[arg-type]
+    return StreamingRuntimeContext(ctx, None)
 
 
 # --- keyed -------------------------------------------------------------------------------------
@@ -159,6 +182,7 @@ class _KeyedReadOnlyContext(_Contexts, KeyedTimerContext, KeyedBroadcastProcessF
     """Element side and on_timer: keyed state, timers, the broadcast state read-only."""
 
     __slots__ = ("_writable",)
+    _op: KeyedBroadcastProcessOperator
 
     def __init__(self, op: KeyedBroadcastProcessOperator, timer_service: TimerService) -> None:
         KeyedTimerContext.__init__(self, op, timer_service)
@@ -169,6 +193,7 @@ class _KeyedBroadcastContext(_Contexts, KeyedBroadcastProcessFunction.Context):
     """Broadcast side: no current key; the broadcast state writable; every key's state via apply_to_keyed_state."""
 
     __slots__ = ("_op", "_ts", "_writable")
+    _op: KeyedBroadcastProcessOperator
 
     def __init__(self, op: KeyedBroadcastProcessOperator) -> None:
         self._op, self._ts, self._writable = op, None, True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -370,7 +371,7 @@ class ColumnarWindowAggregateOperator(StreamOperator):
         key_groups = self._key_groups
 
         def keyed() -> KeyedSnapshot:
-            out: KeyedSnapshot = {}
+            by_group: dict[int, list[tuple[Any, Any, Any]]] = {}  # key group -> its pane entries
             with gc_paused():
                 for w, keys, parts, fired in panes:
                     if not len(keys):
@@ -383,8 +384,8 @@ class ColumnarWindowAggregateOperator(StreamOperator):
                     flag = (int(fired),)
                     entries = [(k, w, v + flag) for k, v in zip(keys[order].tolist(), values)]
                     for g, s0, e0 in zip(skg[[0, *cuts]].tolist(), [0, *cuts], [*cuts, len(entries)]):
-                        out.setdefault(g, {}).setdefault(PANE_STATE, (PANE_KIND, []))[1].extend(entries[s0:e0])
-            return out
+                        by_group.setdefault(g, []).extend(entries[s0:e0])
+            return {g: {PANE_STATE: (PANE_KIND, group_entries)} for g, group_entries in by_group.items()}
 
         return OperatorSnapshot(keyed=keyed)
 

@@ -9,6 +9,7 @@ implements the checkpoint contract (`snapshot_state` / `initialize_state`) per k
 """
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -253,8 +254,9 @@ class AbstractKeyedOperator(StreamOperator):
             emit_objects(self.output.emit, vals, tss)
         if self._side_out:
             sides, self._side_out = self._side_out, {}
+            output = self.output
             for tag_id, (vals, tss) in sides.items():
-                emit_objects(lambda b, t=tag_id: self.output.emit_side(t, b), vals, tss)  # type: ignore[union-attr]
+                emit_objects(functools.partial(output.emit_side, tag_id), vals, tss)
 
     # time --------------------------------------------------------------------------------
     def on_watermark(self, timestamp: int) -> None:

@@ -6,6 +6,7 @@ input batch (never per record); each output keeps the timestamp of the input it 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -87,7 +88,7 @@ def _flat_collect(results: Iterable[Any] | None, ts: int | None, values: list[An
     for r in results:
         values.append(r)
         if stamps is not None:
-            stamps.append(ts)  # type: ignore[arg-type]
+            stamps.append(ts)  # type: ignore[arg-type]  # stamps is a list only for a batch with timestamps: ts is an int
 
 
 class StreamMap(_FunctionOperator):
@@ -192,13 +193,14 @@ class _ProcessFunctionOperator(_FunctionOperator):
                     continue
                 values.append(r)
                 if stamps is not None:
-                    stamps.append(ts)  # type: ignore[arg-type]
+                    stamps.append(ts)  # type: ignore[arg-type]  # a list only for a batch with timestamps: ts is an int
         self._emit(values, stamps)
         if pctx._sides:
             sides, pctx._sides = pctx._sides, {}
             assert self.output is not None
+            output = self.output
             for tag_id, (vals, tss) in sides.items():
-                emit_objects(lambda b, t=tag_id: self.output.emit_side(t, b), vals, tss)  # type: ignore[union-attr]
+                emit_objects(functools.partial(output.emit_side, tag_id), vals, tss)
 
 
 class ProcessOperator(_ProcessFunctionOperator):

@@ -256,7 +256,8 @@ class WindowOperator(AbstractKeyedOperator):
         self.allowed_lateness = int(allowed_lateness)
         self.window_function_spec = window_function_spec
         self._key = KeyExtractor(key_selector)
-        self._merging = isinstance(window_assigner, MergingWindowAssigner)
+        self._merging_assigner = window_assigner if isinstance(window_assigner, MergingWindowAssigner) else None
+        self._merging = self._merging_assigner is not None
         self._event_time = window_assigner.is_event_time()
         if self._merging and not self.trigger.can_merge():
             raise InvalidProgramError(f"a merging window assigner cannot be used with trigger {self.trigger!r}, which does not support merging")
@@ -305,7 +306,7 @@ class WindowOperator(AbstractKeyedOperator):
         self._tctx = _TriggerContext(self, self.trigger)
         self._pctx = _ProcessContext(self)
         self._actx = _AssignerContext(self)
-        self._user_fn_is_process = isinstance(self._user_fn, ProcessWindowFunction)
+        self._process_fn = self._user_fn if isinstance(self._user_fn, ProcessWindowFunction) else None
         # The common case -- event-time windows, the default EventTimeTrigger, no lateness, no
         # merging -- needs no trigger context: the trigger's timer and the cleanup timer are the
         # same timer (window.max_timestamp()), and when it fires the pane fires and is cleared.
@@ -318,10 +319,10 @@ class WindowOperator(AbstractKeyedOperator):
         self._fast_batch = self._fast_event_time and type(self._contents) in _FAST_CONTENTS
         self._agg_result = self._functions[0].get_result if self._kind == "aggregate" and self.evictor is None else None
         # ProcessWindowFunction.clear is called per fired window only when the user overrides it
-        self._user_clear = self._user_fn_is_process and type(self._user_fn).clear is not ProcessWindowFunction.clear
-        if not self._fast_batch:
-            # the window contexts register and delete timers when they fire: one timer at a time
-            self.on_event_time_bucket = None
+        self._user_clear = self._process_fn is not None and type(self._process_fn).clear is not ProcessWindowFunction.clear
+        # Triggerable's batch hook: event-time timers a timestamp at once on the fast batch path;
+        # otherwise the window contexts register and delete timers when they fire: one at a time
+        self.on_event_time_bucket = self._fire_event_time_bucket if self._fast_batch else None
         for fn in self._functions:
             if isinstance(fn, Function):
                 open_function(fn, self.runtime_context)
@@ -471,8 +472,10 @@ class WindowOperator(AbstractKeyedOperator):
         register = self._timers.register_event_time_timer_at
         wm = self._timers.current_watermark()
         assigner = self.window_assigner
-        tumbling = type(assigner) is TumblingEventTimeWindows
-        size, offset = (assigner.size, assigner.offset) if tumbling else (0, 0)
+        if type(assigner) is TumblingEventTimeWindows:
+            tumbling, size, offset = True, assigner.size, assigner.offset
+        else:
+            tumbling, size, offset = False, 0, 0
         windows_by_start: dict[int, TimeWindow] = {}  # one window object per start in this batch
         late: list[tuple[Any, int]] = []
         for value, key, kg, ts in zip(rows, keys, kgs, tss):
@@ -514,8 +517,8 @@ class WindowOperator(AbstractKeyedOperator):
         windows = self.window_assigner.assign_windows(value, ts, self._actx)
         skipped = True
         tctx, contents = self._tctx, self._contents
-        if self._merging:
-            merging = MergingWindowSet(self.window_assigner, self._merging_set_state)  # type: ignore[arg-type]
+        if self._merging_assigner is not None:
+            merging = MergingWindowSet(self._merging_assigner, self._merging_set_state)
 
             def merge_fn(merge_result: Any, merged_windows: list, state_window_result: Any, merged_state_windows: list) -> None:
                 if self._event_time and merge_result.max_timestamp() + self.allowed_lateness <= self._timers.current_watermark():
@@ -581,15 +584,15 @@ class WindowOperator(AbstractKeyedOperator):
             if c is not None:
                 self._emit_window_contents(window, c)
             contents.clear()
-            if self._user_fn_is_process:
+            if self._process_fn is not None:
                 self._pctx._window = window
-                self._user_fn.clear(self._pctx)
+                self._process_fn.clear(self._pctx)
             return
         tctx.window = window
         tctx.merged_windows = None
         merging: MergingWindowSet | None = None
-        if self._merging:
-            merging = MergingWindowSet(self.window_assigner, self._merging_set_state)  # type: ignore[arg-type]
+        if self._merging_assigner is not None:
+            merging = MergingWindowSet(self._merging_assigner, self._merging_set_state)
             state_window = merging.get_state_window(window)
             if state_window is None:
                 # the window was merged away or already cleaned up: nothing to do
@@ -607,14 +610,15 @@ class WindowOperator(AbstractKeyedOperator):
     def on_event_time(self, timer: InternalTimer) -> None:
         self._on_timer(timer, True)
 
-    def on_event_time_bucket(self, timestamp: int, timers: dict[tuple[Any, Any], int]) -> None:
+    def _fire_event_time_bucket(self, timestamp: int, timers: dict[tuple[Any, Any], int]) -> None:
         """The timers of one timestamp at once (the batch path: each is its window's end, and firing
         a window registers or deletes no timer): `_on_timer`'s fast branch, in a loop."""
         backend = self.keyed_state_backend
         assert backend is not None
         contents, pctx, call_fn, collect_all = self._contents, self._pctx, self._call_fn, self.collect_all
         get, remove = contents.raw_at, contents.clear_at
-        agg_result, process_kind, user_clear = self._agg_result, self._kind == "process", self._user_clear
+        agg_result, process_kind = self._agg_result, self._kind == "process"
+        user_clear = self._process_fn.clear if self._user_clear and self._process_fn is not None else None
         for (key, window), kg in timers.items():
             backend._current_key, backend._current_kg = key, kg  # registered for this subtask's key groups
             c = get(kg, key, window)
@@ -624,8 +628,8 @@ class WindowOperator(AbstractKeyedOperator):
                     c = agg_result(c)
                 collect_all(call_fn(key, window, pctx, c if process_kind else [c]), timestamp)
                 remove(kg, key, window)
-            if user_clear:
-                self._user_fn.clear(pctx)
+            if user_clear is not None:
+                user_clear(pctx)
 
     def on_processing_time(self, timer: InternalTimer) -> None:
         self._on_timer(timer, False)

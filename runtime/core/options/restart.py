@@ -8,7 +8,7 @@ module builds its RestartBackoffTimeStrategy and FailoverStrategy from it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Union
+from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,11 +18,12 @@ from runtime.core.options import checkpointing as checkpointing_options
 
 TITLE = "Restart and failover strategies"
 
-# restart-strategy.type values (Flink's RestartStrategyType) and the other spellings Flink accepts
-NO_RESTART = "disable"
-FIXED_DELAY = "fixed-delay"
-FAILURE_RATE = "failure-rate"
-EXPONENTIAL_DELAY = "exponential-delay"
+# restart-strategy.type values (Flink's RestartStrategyType) and the other spellings Flink accepts;
+# Final, so each is its Literal type where the settings models below name their kind
+NO_RESTART: Final = "disable"
+FIXED_DELAY: Final = "fixed-delay"
+FAILURE_RATE: Final = "failure-rate"
+EXPONENTIAL_DELAY: Final = "exponential-delay"
 RESTART_STRATEGY_TYPES: dict[str, tuple[str, ...]] = {
     NO_RESTART: ("none", "off", "disable"),
     FIXED_DELAY: ("fixed-delay", "fixeddelay"),
@@ -49,10 +50,11 @@ DEFAULT_EXPONENTIAL_ATTEMPTS = 2**31 - 1  # Integer.MAX_VALUE: "infinite"
 BATCH_DEFAULT_ATTEMPTS = 3
 BATCH_DEFAULT_DELAY_MS = 1_000
 
-FULL_FAILOVER = "full"
-REGION_FAILOVER = "region"
+FailoverStrategyName = Literal["region", "full"]
+FULL_FAILOVER: Final = "full"
+REGION_FAILOVER: Final = "region"
 FAILOVER_STRATEGIES = (REGION_FAILOVER, FULL_FAILOVER)
-DEFAULT_FAILOVER_STRATEGY = REGION_FAILOVER
+DEFAULT_FAILOVER_STRATEGY: Final = REGION_FAILOVER
 
 RESTART_STRATEGY = (
     ConfigOptions.key("restart-strategy.type")
@@ -223,7 +225,7 @@ class ExponentialDelaySettings(BaseModel):
         return DEFAULT_EXPONENTIAL_ATTEMPTS if self.attempts_before_reset is None else self.attempts_before_reset
 
 
-RestartStrategy = Union[NoRestartSettings, FixedDelaySettings, FailureRateSettings, ExponentialDelaySettings]
+RestartStrategy = NoRestartSettings | FixedDelaySettings | FailureRateSettings | ExponentialDelaySettings
 
 
 def restart_strategy_from_config(config: Mapping[str, Any]) -> RestartStrategy | None:
@@ -264,7 +266,7 @@ class RestartStrategySettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     strategy: RestartStrategy | None = Field(None, description="None: restart-strategy.type is not set")
-    failover_strategy: Literal["region", "full"] = DEFAULT_FAILOVER_STRATEGY
+    failover_strategy: FailoverStrategyName = DEFAULT_FAILOVER_STRATEGY
     checkpointing_enabled: bool = False
 
     @classmethod
@@ -272,7 +274,8 @@ class RestartStrategySettings(BaseModel):
         """Raises ConfigurationError naming the key of a malformed or disallowed value."""
         return cls(
             strategy=restart_strategy_from_config(config),
-            failover_strategy=FAILOVER_STRATEGY.get(config),  # type: ignore[arg-type] - one of FAILOVER_STRATEGIES
+            # the option's enum_type admits only FAILOVER_STRATEGIES
+            failover_strategy=cast(FailoverStrategyName, FAILOVER_STRATEGY.get(config)),
             checkpointing_enabled=checkpointing_enabled(config),
         )
 
