@@ -31,6 +31,9 @@ class MillraceError(Exception):
 
     # Flink's @ThrowableAnnotation: a class says how the scheduler treats it (see throwable_type_of)
     throwable_type: ClassVar[ThrowableType] = ThrowableType.RECOVERABLE_ERROR
+    # True for failures that only echo another one (a failed producer, a lost TaskManager's tasks):
+    # the scheduler's exception history keeps the root cause they echo (ErrorInfo.consequence)
+    consequence: ClassVar[bool] = False
 
 
 class NonRecoverableError(MillraceError):
@@ -103,6 +106,8 @@ class FencingTokenError(RpcError):
 
 class TaskManagerLostError(MillraceError):
     """A TaskManager died or stopped heartbeating."""
+
+    consequence = True
 
 
 class UserCodeError(MillraceError):

@@ -11,7 +11,7 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.keygroups import KeyGroupRange
@@ -189,30 +189,111 @@ class SourceOperator(StreamOperator):
         raise TypeError("a source has no inputs")
 
 
-class OperatorCoordinator(Protocol):
-    """Runs on the JobMaster, one per operator (all subtasks); Flink's OperatorCoordinator.
+class OperatorCoordinatorContext(Protocol):
+    """What an operator coordinator may ask of the scheduler (Flink: OperatorCoordinator.Context)."""
 
-    Used by sinks that commit globally (Delta) and by the collect sink.
-    """
+    @property
+    def job_id(self) -> str: ...
 
-    def start(self) -> None: ...
-
-    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None: ...
-
-    def on_job_finished(self) -> dict[str, Any]:
-        """All tasks finished: commit. Returns metadata (e.g. Delta version) for the job result."""
+    @property
+    def operator_id(self) -> str:
+        """The operator's state id (its uid, or the generated one): stable across runs."""
         ...
 
-    def close(self) -> None: ...
+    @property
+    def operator_name(self) -> str: ...
 
-    # checkpoint hooks (optional: the JobMaster calls them only where a coordinator defines them)
-    # def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None
-    #     checkpoint `checkpoint_id` is durable; `committables` are the operator subtasks' (all
-    #     subtasks, in subtask order) -- a two-phase-commit sink commits them here.
-    # def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any]) -> None
-    #     the job (or a region) restarts from `checkpoint_id` (None: from scratch); committables of
-    #     that checkpoint that were never committed must be committed now.
+    def current_parallelism(self) -> int:
+        """The operator's parallelism now (it changes with adaptive batch and with a rescale)."""
+        ...
+
+    def fail_job(self, cause: BaseException) -> None:
+        """Fail the whole job with `cause` (a global failover; the restart strategy decides)."""
+        ...
+
+
+@dataclass(frozen=True)
+class FixedCoordinatorContext:
+    """A context with a fixed parallelism that cannot fail a job: for a coordinator used outside a
+    scheduler (unit tests, tools). `fail_job` raises the cause where it is called."""
+
+    job_id: str
+    operator_name: str
+    parallelism: int = 1
+    operator_id: str = ""
+
+    def current_parallelism(self) -> int:
+        return self.parallelism
+
+    def fail_job(self, cause: BaseException) -> None:
+        raise cause
+
+
+class OperatorCoordinator:
+    """Runs on the JobMaster, one per operator (all its subtasks); Flink's OperatorCoordinator.
+
+    Every hook has a no-op default, so a coordinator overrides only what it needs and the scheduler
+    calls every hook on every coordinator without probing for it. Hooks run on the JobMaster's main
+    thread or its I/O thread, never concurrently with each other. Used by sinks that commit
+    globally (Delta, files) and by the collect sink.
+    """
+
+    # speculative execution: the coordinator keeps each attempt's events apart and uses the winner's
+    # only (Flink: OperatorCoordinator.supportsConcurrentExecutionAttempts)
+    supports_concurrent_execution_attempts: ClassVar[bool] = False
+
+    def __init__(self, context: OperatorCoordinatorContext) -> None:
+        self.context = context
+
+    @property
+    def job_id(self) -> str:
+        return self.context.job_id
+
+    @property
+    def operator_name(self) -> str:
+        return self.context.operator_name
+
+    @property
+    def parallelism(self) -> int:
+        return self.context.current_parallelism()
+
+    def start(self) -> None:
+        """Called once before any task of the operator runs."""
+
+    def close(self) -> None:
+        """The job ended (any way): release what the coordinator holds."""
+
+    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
+        """An OperatorEvent one subtask attempt sent."""
+
+    def handle_coordination_request(self, request: Any) -> Any:
+        """A client's request (Flink: CoordinationRequestHandler); the answer goes back to it."""
+        raise NotImplementedError(f"the coordinator of '{self.operator_name}' takes no coordination requests")
+
+    def execution_attempt_failed(self, subtask: int, attempt: int) -> None:
+        """A subtask attempt failed or lost a speculative race: drop what it sent."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None:
+        """Checkpoint `checkpoint_id` is durable; `committables` are the subtasks' (all subtasks, in
+        subtask order): a two-phase-commit sink commits them here."""
+
+    def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any], subtasks: set[int] | None = None) -> None:
+        """The operator's `subtasks` (None: all) restart from `checkpoint_id` (None: from scratch);
+        that checkpoint's committables that were never committed must be committed now."""
+
+    def final_committables(self, subtasks: set[int]) -> dict[int, Any]:
+        """FLIP-147: what finished `subtasks` sent that no checkpoint committed yet, by subtask."""
+        return {}
+
+    def retain_for_restore(self, checkpoint_id: int, committables: list[Any]) -> None:
+        """The job ends without finishing and a later run may restore `checkpoint_id`: keep what it references."""
+
+    def on_job_finished(self) -> dict[str, Any]:
+        """Every task finished: commit. Returns metadata (e.g. the Delta version) for the job result."""
+        return {}
 
 
 class OperatorCoordinatorProvider(Protocol):
-    def create(self, job_id: str, operator_name: str, parallelism: int) -> OperatorCoordinator: ...
+    """Creates the coordinator on the JobMaster (Flink: OperatorCoordinator.Provider); pickled with the JobGraph."""
+
+    def create(self, context: OperatorCoordinatorContext) -> OperatorCoordinator: ...

@@ -12,7 +12,7 @@ from typing import Any
 import cloudpickle
 import pydantic
 
-from runtime.core.errors import JobNotRunningError, UnknownJobError, UnknownTriggerError
+from runtime.core.errors import ConfigurationError, JobNotRunningError, UnknownJobError, UnknownTriggerError
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.validation import JobGraphValidationError, validate_job_graph
@@ -98,7 +98,10 @@ class Dispatcher(RpcEndpoint):
             ended.set()
             self.run_in_main_thread(self._job_ended, result)
 
-        jm = JobMaster(self.rpc, job_graph, on_terminal, on_status)
+        try:
+            jm = JobMaster(self.rpc, job_graph, on_terminal, on_status)
+        except ConfigurationError as e:  # e.g. a scheduler this version does not have
+            raise JobSubmissionError(str(e)) from None
         entry = JobEntry(job_graph, jm, time.time(), status=JobStatus.CREATED, ended=ended)
         entry.history.append((JobStatus.CREATED, entry.submitted_at, None))
         self.jobs[job_id] = entry

@@ -2,7 +2,8 @@
 
 It holds the slot pool and the connections to TaskExecutors and the ResourceManager, answers RPCs
 on its main thread, and delegates every scheduling decision (deployment, failover, restarts,
-checkpoints, the job status) to the Scheduler it hosts (`scheduler/scheduler.py`). Readers from
+checkpoints, the job status) to the SchedulerNG it hosts (`scheduler/ng.py`: the default or the
+adaptive scheduler, by `jobmanager.scheduler`); to it, the JobMaster is a SchedulerHost. Readers from
 other threads (the Dispatcher, REST) get immutable messages: live views through RPC, the archived
 view once the job ended.
 """
@@ -15,10 +16,10 @@ from typing import Any
 
 import cloudpickle
 
-from runtime.core.errors import UnknownJobError
-from runtime.core.states import ExecutionState, JobStatus
+from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
-from runtime.jobmanager.scheduler.scheduler import DEFAULT_SLOT_REQUEST_TIMEOUT_S, Scheduler  # noqa: F401 - re-exported
+from runtime.jobmanager.scheduler.default import DEFAULT_SLOT_REQUEST_TIMEOUT_S  # noqa: F401 - re-exported for older callers
+from runtime.jobmanager.scheduler.ng import SchedulerNG, create_scheduler
 from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
@@ -44,13 +45,16 @@ class JobMaster(RpcEndpoint):
         self.rm = rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER)
         self._on_terminal = on_terminal
         self._on_status = on_status
-        self.scheduler = Scheduler(self, job_graph)
+        self.scheduler: SchedulerNG = create_scheduler(self, job_graph)
         # The views other threads may read (the Dispatcher when this endpoint does not answer: not
         # started yet, stopping, stopped): immutable messages, replaced on the main thread each time
         # it answers for one, and at the job's end. Built here before the endpoint runs.
         self._published: dict[str, Any] = {view: getattr(self, view)() for view in PUBLISHED_VIEWS}
 
-    # --- what the scheduler uses of its host ------------------------------------------------
+    # --- what the scheduler uses of its host (SchedulerHost) ------------------------------------
+    def task_executor(self, tm_id: str) -> gw.TaskExecutorGateway:
+        return self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=tm_id)
+
     def status_changed(self, status: JobStatus, cause: str | None) -> None:
         if self._on_status is not None:
             self._on_status(self.job_id, status, cause)
@@ -66,10 +70,7 @@ class JobMaster(RpcEndpoint):
             await self.scheduler.declare_slots(0)
         except Exception:  # noqa: BLE001 - a lost ResourceManager: the slots are freed at the TaskManagers below anyway
             log.warning("[JobMaster %s] could not clear the slot requirement at the ResourceManager", self.job_id)
-        frees = []
-        for slot in list(self.slot_pool.slots.values()):
-            te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
-            frees.append(self._free_slot(te, slot.allocation_id))
+        frees = [self._free_slot(self.task_executor(slot.tm_id), slot.allocation_id) for slot in list(self.slot_pool.slots.values())]
         if frees:
             await asyncio.gather(*frees)
 
@@ -89,7 +90,7 @@ class JobMaster(RpcEndpoint):
         return self.scheduler.eg
 
     @property
-    def coordinators(self) -> dict[int, Any]:
+    def coordinators(self) -> Any:
         return self.scheduler.coordinators
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -105,7 +106,7 @@ class JobMaster(RpcEndpoint):
         for o in msg.offers:
             self.slot_pool.offer(PhysicalSlot(o.allocation_id, msg.tm_id, o.slot_index, msg.data_address, o.resource_profile))
             accepted.append(o.allocation_id)
-        self.loop.call_soon(self.scheduler.try_deploy)
+        self.loop.call_soon(self.scheduler.on_slots_offered)
         return m.AcceptedSlots(allocation_ids=accepted)
 
     @rpc_method
@@ -116,10 +117,7 @@ class JobMaster(RpcEndpoint):
     # --- tasks ------------------------------------------------------------------------------
     @rpc_method
     async def update_task_execution_state(self, msg: m.TaskExecutionStateUpdate) -> m.Ack:
-        ack = self.scheduler.update_task_execution_state(msg)
-        if ack.ok and msg.state is ExecutionState.RUNNING:
-            self.scheduler.on_all_running()
-        return ack
+        return self.scheduler.update_task_execution_state(msg)
 
     @rpc_method
     async def cancel(self, msg: m.Empty | None = None) -> m.Ack:
@@ -128,26 +126,18 @@ class JobMaster(RpcEndpoint):
     # --- checkpoints --------------------------------------------------------------------------
     @rpc_method
     async def acknowledge_checkpoint(self, msg: m.AcknowledgeCheckpoint) -> m.Ack:
-        cc = self.scheduler.checkpoints
-        if cc is None:
-            return m.Ack(ok=False, message=f"job {self.job_id} does not checkpoint")
-        await cc.receive_acknowledge(msg)
-        return m.Ack()
+        return await self.scheduler.acknowledge_checkpoint(msg)
 
     @rpc_method
     async def decline_checkpoint(self, msg: m.DeclineCheckpoint) -> m.Ack:
-        cc = self.scheduler.checkpoints
-        if cc is not None:
-            await cc.receive_decline(msg)
-        return m.Ack()
+        return await self.scheduler.decline_checkpoint(msg)
 
     @rpc_method
     async def trigger_checkpoint(self, msg: m.Empty | None = None) -> m.Ack:
         """Trigger a checkpoint now (tests, operators); refused when one is pending or tasks are not all running."""
-        cc = self.scheduler.checkpoints
-        if cc is None:
+        if self.scheduler.checkpoints is None:
             return m.Ack(ok=False, message=f"job {self.job_id} does not checkpoint")
-        cid = await cc.trigger_checkpoint()
+        cid = await self.scheduler.trigger_checkpoint()
         return m.Ack(ok=cid is not None, message=str(cid) if cid is not None else "not triggered now")
 
     @rpc_method
@@ -162,19 +152,11 @@ class JobMaster(RpcEndpoint):
     # --- coordinators -------------------------------------------------------------------------
     @rpc_method
     async def send_operator_event(self, msg: m.OperatorEventMessage) -> m.Ack:
-        coord = self.scheduler.coordinators.get(msg.node_id)
-        if coord is None:
-            return m.Ack(ok=False, message=f"no coordinator for operator {msg.node_id}")
-        event = cloudpickle.loads(msg.payload)
-        coord.handle_event_from_operator(msg.subtask_index, msg.attempt_number, event)
-        return m.Ack()
+        return self.scheduler.deliver_operator_event(msg.node_id, msg.subtask_index, msg.attempt_number, cloudpickle.loads(msg.payload))
 
     @rpc_method
     async def handle_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
-        coord = self.scheduler.coordinators.get(msg.node_id)
-        if coord is None:
-            raise UnknownJobError(f"job {self.job_id} has no coordinator for operator {msg.node_id}")
-        response = coord.handle_coordination_request(cloudpickle.loads(msg.payload))
+        response = self.scheduler.deliver_coordination_request(msg.node_id, cloudpickle.loads(msg.payload))
         return m.CoordinationResponse(payload=cloudpickle.dumps(response))
 
     # --- views ----------------------------------------------------------------------------------
@@ -217,31 +199,4 @@ class JobMaster(RpcEndpoint):
         return self._publish("checkpoint_statistics")
 
     async def _refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
-        """Ask every TaskExecutor running our tasks for their metrics, in parallel; a silent one keeps the last known."""
-        s = self.scheduler
-        by_tm: dict[str, list[str]] = {}
-        for ev in s.eg.all_vertices():
-            ex = ev.current_execution
-            slot = s.placement.get(ev.id)
-            if slot is not None and ex.state in (ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING, ExecutionState.CANCELING):
-                by_tm.setdefault(slot.tm_id, []).append(ex.attempt_id)
-        if not by_tm:
-            return
-
-        async def ask(tm_id: str, attempts: list[str]) -> m.TaskMetricsReport | None:
-            te = self.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=tm_id)
-            try:
-                return await te.request_task_metrics(m.TaskMetricsRequest(attempt_ids=attempts), timeout=timeout_s)
-            except Exception as e:  # noqa: BLE001 - lost or busy TaskManager: keep the last known metrics
-                log.debug("[JobMaster %s] no metrics from TaskManager %s: %s", self.job_id, tm_id, e)
-                return None
-
-        reports = await asyncio.gather(*(ask(tm, attempts) for tm, attempts in by_tm.items()))
-        for report in reports:
-            for entry in report.tasks if report is not None else []:
-                reported = s.by_attempt.get(entry.attempt_id)
-                # a terminal attempt's final metrics came with its state update; do not overwrite them
-                if reported is None or reported.current_execution.attempt_id != entry.attempt_id or reported.execution_state.is_terminal:
-                    continue
-                s.metrics[entry.attempt_id] = entry.metrics
-                s.backpressure[entry.attempt_id] = (entry.backpressured_ms, entry.backpressure_ratio)
+        await self.scheduler.refresh_task_metrics(timeout_s)

@@ -220,9 +220,10 @@ def row_groups_by_subpartition(table_uri: str, rel_path: str) -> dict[int, list[
 
 
 # --- JobMaster side (Delta) -----------------------------------------------------------------------
-def commit_partition(table_uri: str, producer_subtask: int, files: list[BlockingResultFile]) -> bool:
-    """Commit one producer subtask's files to the result's table, once: True if this call added them,
-    False if that subtask's files were committed before (a replay; nothing added)."""
+def commit_partition(table_uri: str, producer_subtask: int, files: list[BlockingResultFile], generation: int = 1) -> bool:
+    """Commit one producer subtask's files to the result's table, once per `generation`: True if this
+    call added them, False if that subtask's files were committed before (a replay; nothing added).
+    A producer re-run because its committed files were lost commits as the next generation."""
     from runtime.storage.delta_commit import commit_add_files
 
     adds = [
@@ -231,7 +232,7 @@ def commit_partition(table_uri: str, producer_subtask: int, files: list[Blocking
          "max_values": {"producer_subtask": producer_subtask, SUBPARTITION_COLUMN: max(f.row_groups, default=0)}}
         for f in files
     ]
-    result = commit_add_files(table_uri, adds, TABLE_SCHEMA, app_id=f"producer-{producer_subtask}", version=1)
+    result = commit_add_files(table_uri, adds, TABLE_SCHEMA, app_id=f"producer-{producer_subtask}", version=generation)
     return result.committed
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from runtime.api.connectors.base import Sink
 from runtime.api.operators.base import StreamOperator
+from runtime.core.operators import FixedCoordinatorContext, OperatorCoordinator, OperatorCoordinatorContext
 from runtime.core.records import RecordBatch
 
 MAX_ROWS_PER_RESPONSE = 65536
@@ -39,13 +40,11 @@ class CollectSinkOperator(StreamOperator):
         self._sent += len(rows)
 
 
-class CollectSinkCoordinator:
-    """Runs on the JobMaster; buffers results for the client (implements OperatorCoordinator)."""
+class CollectSinkCoordinator(OperatorCoordinator):
+    """Runs on the JobMaster; buffers results for the client."""
 
-    def __init__(self, job_id: str = "", operator_name: str = "Collect Sink", parallelism: int = 1) -> None:
-        self.job_id = job_id
-        self.operator_name = operator_name
-        self.parallelism = parallelism
+    def __init__(self, context: OperatorCoordinatorContext | None = None) -> None:
+        super().__init__(context or FixedCoordinatorContext("", "Collect Sink", 1))
         self._lock = threading.Lock()  # events and client requests may come on different threads
         self._results: list[Any] = []
         self._delivered: dict[int, int] = {}  # subtask -> rows accepted so far
@@ -95,8 +94,8 @@ class CollectSinkCoordinator:
 
 
 class CollectSinkCoordinatorProvider:
-    def create(self, job_id: str, operator_name: str, parallelism: int) -> CollectSinkCoordinator:
-        return CollectSinkCoordinator(job_id, operator_name, parallelism)
+    def create(self, context: OperatorCoordinatorContext) -> CollectSinkCoordinator:
+        return CollectSinkCoordinator(context)
 
 
 class CollectSink(Sink):

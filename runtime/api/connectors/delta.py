@@ -40,6 +40,7 @@ from runtime.api.connectors.base import Sink
 from runtime.api.operators.base import StreamOperator
 from runtime.core.checkpoint import OperatorSnapshot
 from runtime.core.errors import InvalidProgramError, StorageError
+from runtime.core.operators import OperatorCoordinator, OperatorCoordinatorContext
 from runtime.core.records import ColumnBatch, RecordBatch
 from runtime.core.row import Row, named_row_columns
 from runtime.storage.table_lease import DEFAULT_LEASE_TIMEOUT_S, LEASE_DIR, LeaseRegister, TableLease
@@ -371,17 +372,15 @@ class DeltaSinkWriter(StreamOperator):
                 log.debug("could not delete uncommitted Delta file %s", p, exc_info=True)
 
 
-class DeltaSinkCoordinator:
+class DeltaSinkCoordinator(OperatorCoordinator):
     """Commits the sink's files: one Delta transaction per completed checkpoint, and the tail at the end."""
 
     # test hook (a settable callable, house style): called with the checkpoint id before each checkpoint commit
     before_commit: Callable[[int], None] | None = None
 
-    def __init__(self, sink: DeltaSink, job_id: str, operator_name: str, parallelism: int) -> None:
+    def __init__(self, sink: DeltaSink, context: OperatorCoordinatorContext) -> None:
+        super().__init__(context)
         self.sink = sink
-        self.job_id = job_id
-        self.operator_name = operator_name
-        self.parallelism = parallelism
         # subtask -> attempt number -> the tail files it reported; at the end each subtask's newest
         # attempt counts (a restart's), unless the scheduler discarded it (a speculative attempt that lost)
         self._files: dict[int, dict[int, list[dict[str, Any]]]] = {}
@@ -751,8 +750,8 @@ class DeltaSinkCoordinatorProvider:
     def __init__(self, sink: DeltaSink) -> None:
         self.sink = sink
 
-    def create(self, job_id: str, operator_name: str, parallelism: int) -> DeltaSinkCoordinator:
-        return DeltaSinkCoordinator(self.sink, job_id, operator_name, parallelism)
+    def create(self, context: OperatorCoordinatorContext) -> DeltaSinkCoordinator:
+        return DeltaSinkCoordinator(self.sink, context)
 
 
 class DeltaSink(Sink):

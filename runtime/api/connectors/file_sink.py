@@ -31,6 +31,7 @@ from runtime.api.connectors.base import Sink
 from runtime.api.operators.base import StreamOperator
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.errors import InvalidProgramError, StorageError
+from runtime.core.operators import OperatorCoordinator, OperatorCoordinatorContext
 from runtime.core.records import RecordBatch
 
 log = logging.getLogger(__name__)
@@ -224,11 +225,12 @@ class FileSinkWriter(StreamOperator):
         self._open.clear()
 
 
-class FileSinkCoordinator:
+class FileSinkCoordinator(OperatorCoordinator):
     """Finishes pending part files: those of completed checkpoints, then the tail at the job's end."""
 
-    def __init__(self, sink: FileSink, job_id: str, operator_name: str, parallelism: int) -> None:
-        self.sink, self.job_id, self.operator_name, self.parallelism = sink, job_id, operator_name, parallelism
+    def __init__(self, sink: FileSink, context: OperatorCoordinatorContext) -> None:
+        super().__init__(context)
+        self.sink = sink
         self._tails: dict[int, dict[int, list[dict[str, str]]]] = {}  # subtask -> attempt -> files
         self._committed = False
         self.finished_files = 0
@@ -302,8 +304,8 @@ class FileSinkCoordinatorProvider:
     def __init__(self, sink: FileSink) -> None:
         self.sink = sink
 
-    def create(self, job_id: str, operator_name: str, parallelism: int) -> FileSinkCoordinator:
-        return FileSinkCoordinator(self.sink, job_id, operator_name, parallelism)
+    def create(self, context: OperatorCoordinatorContext) -> FileSinkCoordinator:
+        return FileSinkCoordinator(self.sink, context)
 
 
 class FileSink(Sink):

@@ -25,6 +25,9 @@ class BlockingPartitionTracker:
         self.results_dir = results_dir
         self._committed: dict[str, ProducedBlockingPartition] = {}
         self._attempts: dict[str, str] = {}  # partition id -> the producer attempt whose files were committed
+        # partition id -> how often its committed files were found missing: the re-run producer's
+        # commit is a new Delta transaction version of its app id (the lost one was version 1)
+        self._generations: dict[str, int] = {}
         # commits to a result's table one at a time: producers finishing together must not race
         # (creating the table and appending to it concurrently conflict in Delta)
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"blocking-results-{execution_graph.job_id[:8]}")
@@ -38,6 +41,16 @@ class BlockingPartitionTracker:
     def mark_committed(self, produced: ProducedBlockingPartition, attempt_id: str) -> None:
         self._committed[produced.partition_id] = produced
         self._attempts[produced.partition_id] = attempt_id
+
+    def invalidate(self, partition_id: str) -> bool:
+        """A consumer could not read this committed partition (its files are gone): forget it, so its
+        consumers wait for the producer to run again and that run's files are committed. False if it
+        was not committed (already invalidated by another consumer's report)."""
+        if self._committed.pop(partition_id, None) is None:
+            return False
+        self._attempts.pop(partition_id, None)
+        self._generations[partition_id] = self._generations.get(partition_id, 0) + 1
+        return True
 
     def committed_attempt(self, partition_id: str) -> str:
         return self._attempts.get(partition_id, "")
@@ -72,7 +85,7 @@ class BlockingPartitionTracker:
                 if self.is_committed(p.partition_id):  # an earlier attempt's files are the result
                     await io(delete_files, table, [f.path for f in p.files])
                     continue
-                if not await io(commit_partition, table, producer_subtask, p.files):
+                if not await io(commit_partition, table, producer_subtask, p.files, 1 + self._generations.get(p.partition_id, 0)):
                     # committed before by an attempt this JobMaster does not remember: those files are the result
                     await io(delete_files, table, [f.path for f in p.files])
                     p = p.model_copy(update={"files": await io(committed_files, table, producer_subtask)})

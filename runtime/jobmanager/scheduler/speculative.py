@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +26,9 @@ from runtime.core.options import batch as batch_options
 from runtime.core.states import ExecutionState
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
 from runtime.graph.job_graph import ResultPartitionType
+
+if TYPE_CHECKING:
+    from runtime.jobmanager.scheduler.coordinators import OperatorCoordinators
 
 # the option keys under their old names (declared in runtime.core.options.batch)
 ENABLED_KEY = batch_options.SPECULATIVE_ENABLED.key
@@ -148,7 +151,7 @@ class SpeculationPolicy:
     - every other coordinator of its operators takes part as well.
     """
 
-    def __init__(self, eg: ExecutionGraph, coordinators: dict[int, Any]) -> None:
+    def __init__(self, eg: ExecutionGraph, coordinators: OperatorCoordinators) -> None:
         self.eg = eg
         self.coordinators = coordinators
         self._by_vertex: dict[str, str | None] = {}  # job vertex id -> why not (None: it may)
@@ -167,8 +170,7 @@ class SpeculationPolicy:
             return "it exchanges data through pipelined edges"
         for op in jv.operators:
             coord = self.coordinators.get(op.node_id)
-            takes_part = bool(getattr(coord, "supports_concurrent_execution_attempts", False))
-            if coord is not None and not takes_part:
+            if coord is not None and not coord.supports_concurrent_execution_attempts:
                 return f"the coordinator of '{op.name}' does not support concurrent attempts"
             if op.is_sink and coord is None:
                 return f"sink '{op.name}' would write once per attempt"

@@ -13,16 +13,54 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from runtime.core.state_machine import StateMachine
 from runtime.core.states import ExecutionState, JobStatus
-from runtime.graph.execution_graph import Execution, ExecutionVertex, ExecutionVertexID
+from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.scheduler.coordinators import OperatorCoordinators
+from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
+from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
 from runtime.jobmanager.scheduler.speculative import Blocklist, SlowTaskDetector, SpeculationPolicy, SpeculativeOptions
-from runtime.jobmanager.slot_pool import PhysicalSlot
+from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 from runtime.rpc import messages as m
 
-if TYPE_CHECKING:
-    from runtime.jobmanager.scheduler.scheduler import Scheduler
+
+class SpeculativeSchedulerOperations(Protocol):
+    """What the speculative handler asks of its scheduler (Flink: SchedulerOperations plus the
+    speculative scheduler's view of the ExecutionGraph). Called on the main thread."""
+
+    job_graph: JobGraph
+    eg: ExecutionGraph
+    clock: Callable[[], float]
+    status: StateMachine[JobStatus]
+    partitions: BlockingPartitionTracker | None
+    allocator: ExecutionSlotAllocator
+    slot_pool: SlotPool
+    coordinators: OperatorCoordinators
+
+    @property
+    def finishing(self) -> bool: ...
+
+    def log(self, level: int, msg: str, *args: Any) -> None: ...
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Any: ...
+
+    def is_restart_pending(self, vertex_id: ExecutionVertexID) -> bool: ...
+
+    def register_attempt(self, ev: ExecutionVertex, ex: Execution) -> None: ...
+
+    def deploy_attempt(self, ev: ExecutionVertex, ex: Execution) -> None: ...
+
+    def cancel_attempt(self, ev: ExecutionVertex, ex: Execution) -> None: ...
+
+    def redeclare_slots(self) -> None: ...
+
+    def commit_blocking_partitions(self, ev: ExecutionVertex, attempt_id: str, produced: list[m.ProducedBlockingPartition]) -> None: ...
+
+    def set_current_slot(self, vertex_id: ExecutionVertexID, slot: PhysicalSlot) -> None: ...
 
 
 def _alive(ex: Execution) -> bool:
@@ -30,7 +68,7 @@ def _alive(ex: Execution) -> bool:
 
 
 class SpeculativeExecutionHandler:
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: SpeculativeSchedulerOperations) -> None:
         s = self.s = scheduler
         options = SpeculativeOptions.from_config(s.job_graph.config)
         # only lazily scheduled jobs (blocking exchanges) can run a subtask twice
@@ -44,11 +82,11 @@ class SpeculativeExecutionHandler:
         self._not_speculated: set[str] = set()  # job vertices already logged as not eligible
 
     def _log(self, level: int, msg: str, *args: object) -> None:
-        self.s._log(level, msg, *args)
+        self.s.log(level, msg, *args)
 
     def start(self) -> None:
         if self.options.enabled:
-            self.s.host.loop.call_later(self.options.check_interval_s, self._check_slow_tasks)
+            self.s.call_later(self.options.check_interval_s, self._check_slow_tasks)
 
     def wants_slots(self) -> bool:
         return bool(self._waiting)
@@ -63,13 +101,13 @@ class SpeculativeExecutionHandler:
                 self._speculate(self.detector.detect(s.eg))
                 self._update_extra_slots()
         finally:
-            s.host.loop.call_later(self.options.check_interval_s, self._check_slow_tasks)
+            s.call_later(self.options.check_interval_s, self._check_slow_tasks)
 
     def _speculate(self, slow: dict[ExecutionVertexID, list[Execution]]) -> None:
         s = self.s
         for vid, running in slow.items():
             ev = s.eg.vertex(vid)
-            if vid in s._pending_restart:
+            if s.is_restart_pending(vid):
                 continue
             why = self.policy.why_not(ev)
             if why is not None:
@@ -87,7 +125,7 @@ class SpeculativeExecutionHandler:
                 continue
             spec = ev.add_speculative_execution()
             spec.transition_state(ExecutionState.SCHEDULED)
-            s.by_attempt[spec.attempt_id] = ev
+            s.register_attempt(ev, spec)
             self._waiting.append((ev, spec))
             self._log(logging.INFO, "%s is slow (attempt #%d): starting speculative attempt #%d",
                       ev.task_name_with_subtask, running[0].attempt_number, spec.attempt_number)
@@ -108,7 +146,7 @@ class SpeculativeExecutionHandler:
                 continue
             spec.assigned_resource = slot
             self._log(logging.INFO, "deploying speculative attempt #%d of %s to TaskManager %s", spec.attempt_number, ev.task_name_with_subtask, slot.tm_id)
-            s.host.spawn(s._deploy(ev, spec))
+            s.deploy_attempt(ev, spec)
         self._waiting = waiting
         self._update_extra_slots()
 
@@ -120,7 +158,7 @@ class SpeculativeExecutionHandler:
         extra = len(self._waiting) + sum(1 for slot in s.slot_pool.slots.values() if slot.tm_id in blocked)
         if extra != self.extra_slots and s.status.state is JobStatus.RUNNING:
             self.extra_slots = extra
-            s.host.spawn(s._redeclare())
+            s.redeclare_slots()
 
     def on_attempt_ended(self, ev: ExecutionVertex, ex: Execution, msg: m.TaskExecutionStateUpdate) -> bool:
         """An attempt of a subtask with concurrent attempts ended; True if that is all there is to do.
@@ -134,13 +172,13 @@ class SpeculativeExecutionHandler:
             # finished too, but later: its output is never used (the tracker deletes its files)
             self._discard(ev, ex)
             if msg.blocking_partitions and s.partitions is not None:
-                s.host.spawn(s._commit_blocking_partitions(ev, ex.attempt_id, msg.blocking_partitions))
+                s.commit_blocking_partitions(ev, ex.attempt_id, msg.blocking_partitions)
             return True
         self._make_current(ev, ex)
         running = [e for e in ev.speculative_executions if not e.state.is_terminal]
         for loser in running:
             self._discard(ev, loser)
-            s._cancel_attempt(ev, loser)
+            s.cancel_attempt(ev, loser)
         self._log(logging.INFO, "%s: attempt #%d finished first%s", ev.task_name_with_subtask, ex.attempt_number,
                   "; cancelling " + ", ".join(f"attempt #{e.attempt_number}" for e in running) if running else "")
         return False
@@ -164,15 +202,12 @@ class SpeculativeExecutionHandler:
         previous = ev.current_execution
         ev.make_current(ex)
         if ex is not previous and isinstance(ex.assigned_resource, PhysicalSlot):
-            self.s.placement[ev.id] = ex.assigned_resource
+            self.s.set_current_slot(ev.id, ex.assigned_resource)
             self.s.allocator.promote(ev.id, ex.attempt_id, previous.attempt_id)
 
     def _discard(self, ev: ExecutionVertex, ex: Execution) -> None:
         """Coordinators of the subtask's operators drop what this attempt sent (Flink: executionAttemptFailed)."""
-        for op in ev.job_vertex.operators:
-            hook = getattr(self.s.coordinators.get(op.node_id), "execution_attempt_failed", None)
-            if hook is not None:
-                hook(ev.subtask_index, ex.attempt_number)
+        self.s.coordinators.execution_attempt_failed(ev.job_vertex.id, ev.subtask_index, ex.attempt_number)
 
     async def await_losing_attempts(self, timeout_s: float = 30.0) -> None:
         """Before the final commit: attempts that lost have ended, so what they sent is known to be discarded."""

@@ -35,15 +35,27 @@ class ErrorInfo(Message):
     # how the scheduler treats it (non-recoverable: the job fails without a restart); decided where
     # the exception object still exists, because only its class and causes know
     throwable_type: ThrowableType = ThrowableType.RECOVERABLE_ERROR
+    # only an echo of another failure (a failed producer, a released partition, a cancelled task,
+    # the tasks of a lost TaskManager): the exception history prefers the cause it echoes
+    consequence: bool = False
+    # the partition a consumer could not read (Flink: PartitionException's partition id): its
+    # producer must produce it again
+    partition_id: str | None = None
 
     @classmethod
     def from_exception(cls, exc: BaseException, **where: Any) -> ErrorInfo:
+        partition_id = getattr(exc, "partition_id", None)
+        fields: dict[str, Any] = {
+            "consequence": bool(getattr(exc, "consequence", False)),
+            "partition_id": partition_id if isinstance(partition_id, str) else None,
+            **where,
+        }
         return cls(
             type_name=type(exc).__name__,
             message=str(exc),
             traceback="".join(_tb.format_exception(type(exc), exc, exc.__traceback__)),
             throwable_type=throwable_type_of(exc),
-            **where,
+            **fields,
         )
 
     @property

@@ -132,6 +132,16 @@ class RegionDetails(Message):
     blocking_inputs_committed: int = 0
 
 
+class RescaleEvent(Message):
+    """One change of a running job's parallelism (the adaptive scheduler's rescale history)."""
+
+    timestamp_ms: int
+    from_parallelism: dict[str, int]  # job vertex name -> parallelism
+    to_parallelism: dict[str, int]
+    cause: str  # e.g. "slots appeared (4 available)", "TaskManager tm-2 lost", "resource requirements changed"
+    downtime_ms: int | None = None  # trigger -> every task RUNNING at the new parallelism
+
+
 class JobDetailsMessage(Message):
     """Dispatcher -> REST: a job's status and every subtask's attempt, placement and metrics (Flink: JobDetailsInfo)."""
 
@@ -145,3 +155,6 @@ class JobDetailsMessage(Message):
     error: ErrorInfo | None = None
     failure_time_ms: int | None = None
     regions: list[RegionDetails] = Field(default_factory=list)
+    scheduler: str = "default"  # jobmanager.scheduler: default | adaptive (reactive: adaptive with every slot)
+    scheduler_state: str | None = None  # the adaptive scheduler's state (Executing, Restarting, ...)
+    rescales: list[RescaleEvent] = Field(default_factory=list)

@@ -23,7 +23,8 @@ from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, 
 from runtime.rpc.deployment import BlockingFileSlice
 from runtime.rpc.messages import ProducedBlockingPartition
 from runtime.storage.blocking_results import BlockingResultWriter, read_payloads
-from runtime.taskmanager.network.errors import PartitionError, PartitionReleasedError
+from runtime.core.errors import StorageError
+from runtime.taskmanager.network.errors import BlockingPartitionMissingError, PartitionError, PartitionReleasedError
 from runtime.taskmanager.network.input import InputChannel, InputGate
 from runtime.taskmanager.network.partition import ResultPartitionID, estimate_nbytes
 from runtime.taskmanager.network.serialization import decode, encode
@@ -149,7 +150,14 @@ class BlockingInputChannel(InputChannel):
 
     def _iter(self) -> Iterator[memoryview]:
         for f in self._files:
-            yield from read_payloads(self._table_uri, f.path, f.row_groups)
+            try:
+                yield from read_payloads(self._table_uri, f.path, f.row_groups)
+            except (StorageError, OSError) as e:
+                # typed, with the partition: the JobMaster re-runs its producer (region failover)
+                # instead of restarting this consumer against the same missing files
+                raise BlockingPartitionMissingError(
+                    f"blocking partition {self.rpid.partition_id} cannot be read: {e}", self.rpid.partition_id
+                ) from e
 
     def get_next(self) -> tuple[StreamElement | None, bool]:
         if self._closed:

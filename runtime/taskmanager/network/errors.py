@@ -6,7 +6,7 @@ failure tells the JobMaster which producer to look at.
 """
 from __future__ import annotations
 
-from runtime.core.errors import MillraceError
+from runtime.core.errors import MillraceError, ThrowableType
 
 
 class PartitionError(MillraceError):
@@ -20,14 +20,29 @@ class PartitionError(MillraceError):
 class PartitionNotFoundError(PartitionError):
     """No producer registered the requested partition within the request timeout."""
 
+    throwable_type = ThrowableType.PARTITION_DATA_MISSING_ERROR
+
+
+class BlockingPartitionMissingError(PartitionError):
+    """A committed blocking partition's files cannot be read (deleted, or lost with their disk): its
+    producer must run again (Flink: PartitionNotFoundException -> PartitionDataMissingError)."""
+
+    throwable_type = ThrowableType.PARTITION_DATA_MISSING_ERROR
+
 
 class ProducerFailedError(PartitionError):
     """The producing task failed; the partition's data is incomplete."""
+
+    consequence = True
 
 
 class PartitionReleasedError(PartitionError):
     """The partition was released (producer canceled, or released by the JobMaster)."""
 
+    consequence = True
+
 
 class PartitionConnectionError(PartitionError):
     """The TCP connection to the producer's TaskManager failed or was lost."""
+
+    consequence = True

@@ -234,11 +234,11 @@ def test_a_failed_commit_of_blocking_results_reruns_only_that_producer(mini_clus
 
     real, failed = br.commit_partition, []
 
-    def flaky(table_uri: str, producer_subtask: int, files: list) -> bool:
+    def flaky(table_uri: str, producer_subtask: int, files: list, generation: int = 1) -> bool:
         if producer_subtask == 0 and not failed:
             failed.append(table_uri)
             raise br.StorageError(f"injected: commit to {table_uri} failed")
-        return real(table_uri, producer_subtask, files)
+        return real(table_uri, producer_subtask, files, generation)
 
     monkeypatch.setattr(br, "commit_partition", flaky)
     n, out = 30_000, str(tmp_path / "out")

@@ -12,6 +12,7 @@ import cloudpickle
 
 from runtime.api.execution import JobExecutionResult
 from runtime.api.operators.base import InputStatus
+from runtime.core.operators import FixedCoordinatorContext
 from runtime.core.records import RecordBatch, Watermark
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
@@ -88,7 +89,7 @@ class LocalExecutor:
                 out = _FanOut()
                 gw = None
                 if c.coordinator_provider is not None:
-                    coords[c.node_id] = cloudpickle.loads(c.coordinator_provider).create(job_graph.job_id, c.name, 1)
+                    coords[c.node_id] = cloudpickle.loads(c.coordinator_provider).create(FixedCoordinatorContext(job_graph.job_id, c.name, 1, c.operator_id))
                     gw = _Gateway(coords[c.node_id])
                 ctx = make_context(name=c.name, task_name=c.name, gateway=gw, max_parallelism=v.max_parallelism)
                 ctx.output = out

@@ -7,6 +7,7 @@ from runtime.api.connectors.collect import CloseableIterator, CollectSinkCoordin
 from runtime.api.connectors.collection import CollectionSource
 from runtime.api.connectors.generator import DataGeneratorSource, NumberSequenceSource
 from runtime.api.connectors.print import PrintSinkOperator
+from runtime.core.operators import FixedCoordinatorContext
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
 from runtime.core.row import Row
 from runtime.core.states import JobStatus
@@ -166,7 +167,7 @@ def _collect_through(coord, subtask, attempt, batches):
 
 
 def test_collect_coordinator_offsets_no_loss_no_duplicates():
-    coord = CollectSinkCoordinator("j", "collect", 2)
+    coord = CollectSinkCoordinator(FixedCoordinatorContext("j", "collect", 2))
     _collect_through(coord, 0, 0, [obj([1, 2]), obj([3])])
     r = coord.handle_coordination_request({"offset": 0, "max_rows": 2})
     assert r["rows"] == [1, 2] and r["next_offset"] == 2 and not r["finished"]
@@ -180,7 +181,7 @@ def test_collect_coordinator_offsets_no_loss_no_duplicates():
 
 
 def test_collect_coordinator_skips_replayed_rows_of_restarted_attempt():
-    coord = CollectSinkCoordinator("j", "collect", 2)
+    coord = CollectSinkCoordinator(FixedCoordinatorContext("j", "collect", 2))
     _collect_through(coord, 0, 0, [obj(["a", "b"])])  # attempt 0 delivered 2 rows, then "failed"
     _collect_through(coord, 0, 1, [obj(["a", "b", "c"]), obj(["d"])])  # deterministic replay
     coord.handle_event_from_operator(0, 0, {"type": "rows", "subtask": 0, "attempt": 0, "seq": 2, "rows": ["late"]})
@@ -223,7 +224,7 @@ class FakeJobClient:
 
 
 def test_closeable_iterator_drains_until_job_finished():
-    coord = CollectSinkCoordinator("j", "collect", 1)
+    coord = CollectSinkCoordinator(FixedCoordinatorContext("j", "collect", 1))
     client = FakeJobClient(coord, [])
 
     def finish():
@@ -245,7 +246,7 @@ def test_closeable_iterator_drains_until_job_finished():
 def test_closeable_iterator_raises_when_job_failed_and_close_cancels():
     from runtime.core.errors import JobExecutionError
 
-    coord = CollectSinkCoordinator("j", "collect", 1)
+    coord = CollectSinkCoordinator(FixedCoordinatorContext("j", "collect", 1))
     client = FakeJobClient(coord, [])
 
     def fail():

@@ -9,6 +9,7 @@ import pytest
 from runtime.api.common import Types
 from runtime.api.connectors.delta import DeltaSink, DeltaSinkCoordinator
 from runtime.core.errors import StorageError
+from runtime.core.operators import FixedCoordinatorContext
 from runtime.core.records import ColumnBatch
 from runtime.core.row import Row
 from runtime.storage.delta_commit import CommitResult, commit_add_files
@@ -32,7 +33,7 @@ def _read(path: str) -> list[dict]:
 def test_two_subtasks_one_commit_columns_and_rows(tmp_path):
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = sink.coordinator_provider().create("job-a", "DeltaSink", 2)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job-a", "DeltaSink", 2))
     _write(sink, coord, 0, 2, [ColumnBatch({"id": np.array([1, 2]), "name": np.array(["a", "b"], dtype=object)})])
     _write(sink, coord, 1, 2, [obj([Row(id=3, name="c"), {"id": 4, "name": "d"}])])
     assert not os.path.exists(os.path.join(path, "_delta_log"))  # nothing visible before the commit
@@ -40,7 +41,7 @@ def test_two_subtasks_one_commit_columns_and_rows(tmp_path):
     assert meta["delta_version"] == 0 and meta["delta_files"] == 2 and meta["delta_records"] == 4
     assert _read(path) == [{"id": i, "name": n} for i, n in [(1, "a"), (2, "b"), (3, "c"), (4, "d")]]
     # a second job appends in one more version
-    coord2 = sink.coordinator_provider().create("job-b", "DeltaSink", 1)
+    coord2 = sink.coordinator_provider().create(FixedCoordinatorContext("job-b", "DeltaSink", 1))
     _write(sink, coord2, 0, 1, [obj([Row(id=5, name="e")])])
     assert coord2.on_job_finished()["delta_version"] == 1
     assert len(_read(path)) == 5
@@ -50,7 +51,7 @@ def test_replay_of_same_app_id_and_version_commits_nothing_twice(tmp_path):
     path = str(tmp_path / "t")
     sink = DeltaSink(path, app_id="daily-load", app_version=7)
     for _ in range(2):  # e.g. a retried run of the same partition
-        coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+        coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1))
         _write(sink, coord, 0, 1, [obj([Row(x=1), Row(x=2)])])
         assert coord.on_job_finished()["delta_version"] == 0
         coord.close()
@@ -79,7 +80,7 @@ def test_commit_add_files_idempotent_directly(tmp_path):
 def test_failed_job_leaves_no_commit_and_no_files(tmp_path):
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 2))
     _write(sink, coord, 0, 2, [obj([Row(x=1)])])
     # subtask 1 fails mid-way: its writer closes without reporting and removes its own file
     w = sink.create_writer()
@@ -93,7 +94,7 @@ def test_failed_job_leaves_no_commit_and_no_files(tmp_path):
 
 def test_missing_subtask_report_refuses_partial_commit(tmp_path):
     sink = DeltaSink(str(tmp_path / "t"))
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 2))
     _write(sink, coord, 0, 2, [obj([Row(x=1)])])
     with pytest.raises(StorageError, match="subtask"):
         coord.on_job_finished()
@@ -102,7 +103,7 @@ def test_missing_subtask_report_refuses_partial_commit(tmp_path):
 def test_restarted_attempt_supersedes_old_files(tmp_path):
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1))
     _write(sink, coord, 0, 1, [obj([Row(x=1)])], attempt=0)
     _write(sink, coord, 0, 1, [obj([Row(x=1)])], attempt=1)
     coord.on_job_finished()
@@ -116,7 +117,7 @@ def test_only_the_winning_attempts_files_are_committed_when_attempts_run_at_once
     the loser (whichever attempt number it has), and a report arriving after that is discarded too."""
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 2))
     assert coord.supports_concurrent_execution_attempts
     _write(sink, coord, 0, 2, [obj([Row(x=1, attempt=0)])], attempt=0)
     _write(sink, coord, 0, 2, [obj([Row(x=1, attempt=1)])], attempt=1)
@@ -133,7 +134,7 @@ def test_partitioned_rolling_overwrite_and_schema(tmp_path):
     path = str(tmp_path / "t")
     schema = Types.ROW_NAMED(["day", "v"], [Types.STRING(), Types.LONG()])
     sink = DeltaSink(path, schema=schema, partition_by="day", target_file_size=1)  # roll after every write
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1))
     _write(sink, coord, 0, 1, [obj([("d1", 1), ("d2", 2)]), obj([("d1", 3)])])
     meta = coord.on_job_finished()
     assert meta["delta_files"] == 3
@@ -142,7 +143,7 @@ def test_partitioned_rolling_overwrite_and_schema(tmp_path):
     assert _read(path) == [{"day": "d1", "v": 1}, {"day": "d1", "v": 3}, {"day": "d2", "v": 2}]
     # overwrite replaces everything in one new version
     sink2 = DeltaSink(path, schema=schema, partition_by=["day"], mode="overwrite")
-    coord2 = sink2.coordinator_provider().create("job2", "DeltaSink", 1)
+    coord2 = sink2.coordinator_provider().create(FixedCoordinatorContext("job2", "DeltaSink", 1))
     _write(sink2, coord2, 0, 1, [obj([("d3", 9)])])
     assert coord2.on_job_finished()["delta_version"] == 1
     assert _read(path) == [{"day": "d3", "v": 9}]
@@ -150,7 +151,7 @@ def test_partitioned_rolling_overwrite_and_schema(tmp_path):
 
 def test_no_data_no_schema_commits_nothing(tmp_path):
     sink = DeltaSink(str(tmp_path / "t"))
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1))
     _write(sink, coord, 0, 1, [])
     assert coord.on_job_finished()["delta_version"] is None
 
@@ -164,7 +165,7 @@ def test_sink_validation(tmp_path):
         DeltaSink(str(tmp_path), schema=Types.LIST(Types.INT()))
     sink = DeltaSink.for_path(str(tmp_path / "t"))
     w = sink.create_writer()
-    open_operator(w, gateway=FakeEventGateway(coordinator=DeltaSinkCoordinator(sink, "j", "s", 1)))
+    open_operator(w, gateway=FakeEventGateway(coordinator=DeltaSinkCoordinator(sink, FixedCoordinatorContext("j", "s", 1))))
     with pytest.raises(InvalidProgramError, match="named Rows or dicts"):
         w.process_batch(obj([1, 2]))
 
@@ -178,7 +179,7 @@ def test_files_of_an_aborted_checkpoint_go_with_the_next_one_and_nothing_is_comm
 
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    coord = DeltaSinkCoordinator(sink, FixedCoordinatorContext("job", "sink", 1))
     w = sink.create_writer()
     open_operator(w, gateway=FakeEventGateway(coordinator=coord))
     w.process_batch(obj([{"id": 1}, {"id": 2}]))
@@ -205,7 +206,7 @@ def test_files_of_an_aborted_checkpoint_go_with_the_next_one_and_nothing_is_comm
 def test_a_restore_never_commits_a_file_the_table_already_has(tmp_path):
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    coord = DeltaSinkCoordinator(sink, FixedCoordinatorContext("job", "sink", 1))
     w = sink.create_writer()
     open_operator(w, gateway=FakeEventGateway(coordinator=coord))
     w.process_batch(obj([{"id": 1}]))
@@ -214,7 +215,7 @@ def test_a_restore_never_commits_a_file_the_table_already_has(tmp_path):
     w.process_batch(obj([{"id": 2}]))
     c2 = w.snapshot_state(2).committables  # includes checkpoint 1's file (no notification yet)
     # the JobManager fails over after checkpoint 2 completed but before its sink commit: a new coordinator restores
-    fresh = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    fresh = DeltaSinkCoordinator(sink, FixedCoordinatorContext("job", "sink", 1))
     fresh.reset_to_checkpoint(2, [c2], None)
     assert _ids(path) == [1, 2]
 
@@ -236,7 +237,7 @@ def test_replace_where_replaces_its_partitions_once_per_output_lineage(tmp_path)
     path = str(tmp_path / "t")
     schema = Types.ROW_NAMED(["day", "v"], [Types.STRING(), Types.LONG()])
     day1 = DeltaSink(path, schema=schema, mode="overwrite", partition_by="day", replace_where={"day": "d1"})
-    c1 = DeltaSinkCoordinator(day1, "job-1", "sink", 1)
+    c1 = DeltaSinkCoordinator(day1, FixedCoordinatorContext("job-1", "sink", 1))
     w1 = _day_writer(day1, c1, "job-1")
     w1.process_batch(obj([("d1", 1), ("d1", 2)]))
     with pytest.raises(Exception, match="outside replace_where"):
@@ -249,7 +250,7 @@ def test_replace_where_replaces_its_partitions_once_per_output_lineage(tmp_path)
     # them), day 2 is replaced (its first commit), day 1 stays
     day2 = DeltaSink(path, schema=schema, mode="overwrite", partition_by="day", replace_where={"day": "d2"})
     for run in range(2):  # a re-run of day 2 from the same savepoint replaces day 2's rows again
-        c2 = DeltaSinkCoordinator(day2, f"job-2-{run}", "sink", 1)
+        c2 = DeltaSinkCoordinator(day2, FixedCoordinatorContext(f"job-2-{run}", "sink", 1))
         c2.reset_to_checkpoint(7, [saved], None)
         w2 = _day_writer(day2, c2, f"job-2-{run}")
         w2.process_batch(obj([("d2", 10 + run)]))
@@ -259,7 +260,7 @@ def test_replace_where_replaces_its_partitions_once_per_output_lineage(tmp_path)
     # a failover of that day-2 job restores its own checkpoint: its output goes on, nothing is replaced
     w2.process_batch(obj([("d2", 20)]))
     tail = w2.snapshot_state(9).committables
-    c3 = DeltaSinkCoordinator(day2, "job-2-1", "sink", 1)
+    c3 = DeltaSinkCoordinator(day2, FixedCoordinatorContext("job-2-1", "sink", 1))
     c3.reset_to_checkpoint(9, [tail], None)
     assert _days(path) == {"d1": [1, 2], "d2": [11, 20]}
     w3 = _day_writer(day2, c3, "job-2-1")
@@ -278,23 +279,23 @@ def test_the_sink_refuses_a_directory_that_holds_something_else_than_a_delta_tab
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
-    coord = DeltaSink(str(folder)).coordinator_provider().create("job", "DeltaSink", 1)
+    coord = DeltaSink(str(folder)).coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1))
     with pytest.raises(StorageError, match=r"not empty and not a Delta table \(it holds notes.txt\); nothing was written"):
         coord.start()
     assert sorted(os.listdir(folder)) == ["notes.txt"] and (folder / "notes.txt").read_text() == "keep me"
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(StorageError, match="is a file"):
-        DeltaSink(str(tmp_path / "a-file")).coordinator_provider().create("job", "DeltaSink", 1).start()
+        DeltaSink(str(tmp_path / "a-file")).coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1)).start()
     # missing, empty, or a Delta table: fine
     (tmp_path / "empty").mkdir()
     for ok in (tmp_path / "new", tmp_path / "empty"):
-        DeltaSink(str(ok)).coordinator_provider().create("job", "DeltaSink", 1).start()
+        DeltaSink(str(ok)).coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1)).start()
     table = str(tmp_path / "table")
     sink = DeltaSink(table)
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 1)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 1))
     _write(sink, coord, 0, 1, [obj([Row(x=1)])])
     coord.on_job_finished()
-    DeltaSink(table).coordinator_provider().create("job2", "DeltaSink", 1).start()
+    DeltaSink(table).coordinator_provider().create(FixedCoordinatorContext("job2", "DeltaSink", 1)).start()
 
 
 def test_a_failed_job_without_checkpoints_leaves_no_file_of_a_writer_that_died_unreported(tmp_path):
@@ -302,7 +303,7 @@ def test_a_failed_job_without_checkpoints_leaves_no_file_of_a_writer_that_died_u
     the sink's files no commit references and deletes them; a new table's folder goes too."""
     path = str(tmp_path / "new-table")
     sink = DeltaSink(path, target_file_size=1)  # roll after every batch: files on disk at once
-    coord = sink.coordinator_provider().create("job", "DeltaSink", 2)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job", "DeltaSink", 2))
     coord.start()
     dead = sink.create_writer()
     open_operator(dead, subtask=1, parallelism=2, gateway=FakeEventGateway(coordinator=coord, subtask=1))
@@ -314,12 +315,12 @@ def test_a_failed_job_without_checkpoints_leaves_no_file_of_a_writer_that_died_u
     # an existing folder (here: an existing table) stays; only this job's unreferenced files go
     existing = str(tmp_path / "table")
     first = DeltaSink(existing)
-    c1 = first.coordinator_provider().create("job-1", "DeltaSink", 1)
+    c1 = first.coordinator_provider().create(FixedCoordinatorContext("job-1", "DeltaSink", 1))
     c1.start()
     _write(first, c1, 0, 1, [obj([Row(x=1)])])
     c1.on_job_finished()
     second = DeltaSink(existing, target_file_size=1)
-    c2 = second.coordinator_provider().create("job-2", "DeltaSink", 1)
+    c2 = second.coordinator_provider().create(FixedCoordinatorContext("job-2", "DeltaSink", 1))
     c2.start()
     w = second.create_writer()
     open_operator(w, subtask=0, parallelism=1, gateway=FakeEventGateway(coordinator=c2, subtask=0))
@@ -335,15 +336,16 @@ def test_a_second_job_on_the_same_table_is_refused_at_start_until_the_first_ends
 
     path = str(tmp_path / "t")
     first = DeltaSink(path, mode="overwrite")
-    c1 = first.coordinator_provider().create("job-1", "delta: out", 1)
+    c1 = first.coordinator_provider().create(FixedCoordinatorContext("job-1", "delta: out", 1))
     c1.start()
     second = DeltaSink(path)
-    with pytest.raises(TableInUseError, match=rf"job job-2: Delta sink 'delta: other' cannot write {path}: another running job writes it \(job job-1, sink 'delta: out'"):
-        second.coordinator_provider().create("job-2", "delta: other", 1).start()
+    refused = rf"job job-2: Delta sink 'delta: other' cannot write {path}: another running job writes it \(job job-1, sink 'delta: out'"
+    with pytest.raises(TableInUseError, match=refused):
+        second.coordinator_provider().create(FixedCoordinatorContext("job-2", "delta: other", 1)).start()
     _write(first, c1, 0, 1, [obj([Row(x=1)])])
     c1.on_job_finished()  # the last commit released the table
     assert read_lease(path)["holders"] == {}
-    c2 = second.coordinator_provider().create("job-2", "delta: other", 1)
+    c2 = second.coordinator_provider().create(FixedCoordinatorContext("job-2", "delta: other", 1))
     c2.start()
     _write(second, c2, 0, 1, [obj([Row(x=2)])])
     c2.on_job_finished()
@@ -358,11 +360,11 @@ def test_sinks_that_allow_concurrent_writers_append_side_by_side_and_overwrite_i
     with pytest.raises(InvalidProgramError, match="allow_concurrent_writers=True .* may only append: mode='overwrite'"):
         DeltaSink.for_path(path, mode="overwrite", allow_concurrent_writers=True)
     sinks = [DeltaSink.for_path(path, mode="append", allow_concurrent_writers=True) for _ in range(2)]
-    coords = [s.coordinator_provider().create(f"job-{i}", "out", 1) for i, s in enumerate(sinks)]
+    coords = [s.coordinator_provider().create(FixedCoordinatorContext(f"job-{i}", "out", 1)) for i, s in enumerate(sinks)]
     for c in coords:
         c.start()
     with pytest.raises(TableInUseError, match="the other job does not allow|job job-0"):
-        DeltaSink(path).coordinator_provider().create("job-x", "out", 1).start()  # an exclusive sink waits for both
+        DeltaSink(path).coordinator_provider().create(FixedCoordinatorContext("job-x", "out", 1)).start()  # an exclusive sink waits for both
     for i, (s, c) in enumerate(zip(sinks, coords)):
         _write(s, c, 0, 1, [obj([Row(x=i)])])
     for c in coords:
@@ -378,7 +380,7 @@ def test_a_sink_that_lost_its_lease_commits_nothing(tmp_path):
 
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = sink.coordinator_provider().create("job-1", "out", 1)
+    coord = sink.coordinator_provider().create(FixedCoordinatorContext("job-1", "out", 1))
     coord.start()
     # another job took the table over (this JobManager did not renew in time)
     register = LeaseRegister(path)

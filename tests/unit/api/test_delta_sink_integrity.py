@@ -10,6 +10,7 @@ import pytest
 
 from runtime.api.connectors.delta import DeltaSink, DeltaSinkCoordinator
 from runtime.core.errors import StorageError
+from runtime.core.operators import FixedCoordinatorContext
 from runtime.core.records import ColumnBatch
 from tests.harness import FakeEventGateway, run_one_input
 
@@ -33,7 +34,7 @@ def _files_on_disk(path: str) -> list[str]:
 
 def _job(path: str, batches_per_subtask, mode: str = "append", job_id: str = "job", sink: DeltaSink | None = None) -> dict:
     sink = sink or DeltaSink(path, mode=mode)
-    coord = DeltaSinkCoordinator(sink, job_id, "sink", len(batches_per_subtask))
+    coord = DeltaSinkCoordinator(sink, FixedCoordinatorContext(job_id, "sink", len(batches_per_subtask)))
     for i, batches in enumerate(batches_per_subtask):
         _write(sink, coord, i, len(batches_per_subtask), batches)
     try:
@@ -61,7 +62,7 @@ def test_two_sinks_of_one_job_on_one_table_both_commit(tmp_path) -> None:
     path = str(tmp_path / "t")
     for values in ([1, 2], [3, 4]):
         sink = DeltaSink(path)
-        coord = DeltaSinkCoordinator(sink, "same-job", "DeltaSink", 1)
+        coord = DeltaSinkCoordinator(sink, FixedCoordinatorContext("same-job", "DeltaSink", 1))
         _write(sink, coord, 0, 1, [_cols(x=values)])
         coord.on_job_finished()
         coord.close()
@@ -118,7 +119,7 @@ def test_a_file_whose_writer_cannot_start_is_still_cleaned_up(tmp_path) -> None:
 
     path = str(tmp_path / "t")
     sink = DeltaSink(path)
-    coord = DeltaSinkCoordinator(sink, "job", "sink", 1)
+    coord = DeltaSinkCoordinator(sink, FixedCoordinatorContext("job", "sink", 1))
     writer = sink.create_writer()
     with mock.patch.object(pq, "ParquetWriter", side_effect=OSError(28, "No space left on device")):
         with pytest.raises(OSError):

@@ -38,7 +38,16 @@ def _vertices(jm: JobMaster) -> tuple[ExecutionVertex, ExecutionVertex]:
 
 
 ROOT = m.ErrorInfo(type_name="ValueError", message="record 7 is poisoned", traceback="Traceback ...")
-ECHO = m.ErrorInfo(type_name="ProducerFailedError", message="producer of partition p failed: ValueError('record 7 is poisoned')")
+# what a consumer's ProducerFailedError becomes (ErrorInfo.from_exception): typed as an echo, whatever its name
+ECHO = m.ErrorInfo(type_name="ProducerFailedError", message="producer of partition p failed: ValueError('record 7 is poisoned')", consequence=True)
+
+
+def test_a_producer_failure_is_typed_as_an_echo_when_it_crosses_the_wire() -> None:
+    from runtime.taskmanager.network.errors import BlockingPartitionMissingError, ProducerFailedError
+
+    assert m.ErrorInfo.from_exception(ProducerFailedError("producer failed", "p")).consequence
+    missing = m.ErrorInfo.from_exception(BlockingPartitionMissingError("gone", "p-1"))
+    assert (missing.consequence, missing.partition_id, missing.throwable_type.value) == (False, "p-1", "PartitionDataMissingError")
 
 
 def test_a_producers_late_report_replaces_its_consumers_echo(running_job_master: JobMaster) -> None:

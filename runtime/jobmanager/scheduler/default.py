@@ -1,10 +1,12 @@
-"""The Scheduler a JobMaster hosts (Flink: SchedulerNG / DefaultScheduler).
+"""The default scheduler (Flink: DefaultScheduler): fixed parallelism, region failover, batch.
 
-Composed of a scheduling strategy (what to deploy when), an execution slot allocator
-(slot-sharing placement for any subset, keeping survivors' slots) and a failure handler
-(failover strategy + restart back-off). It owns the ExecutionGraph, the job status, the operator
-coordinators and the CheckpointCoordinator; the JobMaster is only the endpoint (RPC, slot pool,
-TaskManager connections) and calls in here on its main thread. Everything here runs on that thread.
+A SchedulerNG (`ng.py`) composed of a scheduling strategy (what to deploy when), an execution slot
+allocator (slot-sharing placement for any subset, keeping survivors' slots), a failure handler
+(`failure_handler.py`: restart or fail, and which tasks), the operator coordinators
+(`coordinators.py`), the termination states (`termination.py`), the speculative execution handler
+and the CheckpointCoordinator. It owns the ExecutionGraph and the job status; the JobMaster is its
+SchedulerHost (main thread, gateways, listeners). Everything here runs on the main thread; the
+views are pure functions of a snapshot (`views.py`).
 
 Failover: a failed task's restart set comes from the failover strategy; its running tasks are
 cancelled (cancellations the scheduler makes itself never count as failures), and after the
@@ -16,46 +18,51 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import pickle
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
-
-from runtime.core.errors import CheckpointError, InvalidProgramError, MillraceError, NoResourceAvailableError, StopWithSavepointStoppingError
+from runtime.core.errors import (
+    CheckpointError,
+    InvalidProgramError,
+    MillraceError,
+    NoResourceAvailableError,
+    StopWithSavepointStoppingError,
+    ThrowableType,
+)
 from runtime.core.options import checkpointing as checkpointing_options
 from runtime.core.options import jobmanager as jobmanager_options
 from runtime.core.state_machine import StateMachine
-from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state, job_status_machine
+from runtime.core.states import ExecutionState, JobStatus, job_status_machine
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, ExecutionVertexID
 from runtime.graph.job_graph import JobGraph, JobType, ResultPartitionType
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, CheckpointTask
 from runtime.jobmanager.deployment import build_tdd
+from runtime.jobmanager.scheduler import views
 from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchDecider
-from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, is_unrecoverable_error, restart_strategy_from_config
+from runtime.jobmanager.scheduler.coordinators import OperatorCoordinators
+from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, restart_strategy_from_config
+from runtime.jobmanager.scheduler.failure_handler import ExecutionFailureHandler, FailureHandlingResult, is_consequence
 from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
 from runtime.jobmanager.scheduler.slot_allocator import ExecutionSlotAllocator
 from runtime.jobmanager.scheduler.slot_sharing import least_resource_requirements
 from runtime.jobmanager.scheduler.speculative_handler import SpeculativeExecutionHandler
 from runtime.jobmanager.scheduler.strategy import EagerSchedulingStrategy, PipelinedRegionSchedulingStrategy, SchedulingStrategy
+from runtime.jobmanager.scheduler.termination import Termination, termination_machine
 from runtime.jobmanager.slot_pool import PhysicalSlot, SlotPool
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskRestore
 
 if TYPE_CHECKING:
-    from runtime.jobmanager.job_master import JobMaster
+    from runtime.jobmanager.scheduler.ng import SchedulerHost
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SLOT_REQUEST_TIMEOUT_S = jobmanager_options.DEFAULT_SLOT_REQUEST_TIMEOUT_S
 FINAL_SAVEPOINT_ATTEMPTS = 3  # execution.end-of-input.savepoint: tries before the job fails
-_CONSEQUENTIAL_FAILURES = frozenset(
-    {"ProducerFailedError", "PartitionReleasedError", "PartitionConnectionError", "TaskCanceled", "TaskManagerLostError"}
-)
 
 
 @dataclass
@@ -69,8 +76,10 @@ class ExceptionHistoryEntry:
     concurrent: list[m.ErrorInfo] = field(default_factory=list)
 
 
-class Scheduler:
-    def __init__(self, host: JobMaster, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> None:
+class DefaultScheduler:
+    name = "default"
+
+    def __init__(self, host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> None:
         self.host = host
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
@@ -104,10 +113,12 @@ class Scheduler:
         self.restart_strategy = restart_strategy_from_config(
             job_graph.config, self.checkpoint_config.enabled, clock=clock, batch=job_graph.job_type is JobType.BATCH
         )
+        self.failure_handler = ExecutionFailureHandler(
+            self.eg, self.failover_strategy, self.restart_strategy, clock, lambda: self.num_restarts,
+            say_exhausted=self.checkpoint_config.enabled or self.restart_strategy.describe() != "none",
+        )
         self.checkpoints: CheckpointCoordinator | None = None
-        self.coordinators: dict[int, Any] = {}
-        self.coordinator_names: dict[int, str] = {}
-        self._coordinator_ops: dict[int, str] = {}  # node id -> operator state id
+        self.coordinators = OperatorCoordinators()
         self.by_attempt: dict[str, ExecutionVertex] = {}
         self.placement: dict[ExecutionVertexID, PhysicalSlot] = {}
         self.metrics: dict[str, m.TaskMetricsSnapshot] = {}
@@ -119,10 +130,8 @@ class Scheduler:
         self.start_time = clock()
         self.end_time: float | None = None
         self.deployed = False  # the first deployment happened
-        self.finishing = False
-        self.stopping = False  # a stop-with-savepoint completed: tasks are being ended, the job FINISHES
+        self.termination = termination_machine(self.job_id)
         self._sources_at_end: set[str] = set()  # attempts of sources whose input ended (end-of-input savepoint)
-        self._final_savepoint_running = False
         # (checkpoint or savepoint id, error) of the newest failed operator-coordinator commit: a
         # stop-with-savepoint whose commit failed did not stop the job (it fails over instead)
         self._failed_commit: tuple[int, m.ErrorInfo] | None = None
@@ -134,6 +143,16 @@ class Scheduler:
         self.archived: m.JobDetailsMessage | None = None
         # speculative execution (batch): slow subtasks get another attempt elsewhere, the first to finish wins
         self.speculation = SpeculativeExecutionHandler(self)
+
+    @property
+    def finishing(self) -> bool:
+        """Every task finished and the final commit runs, or a stop-with-savepoint is ending the tasks:
+        cancels are refused, failures and TaskManager losses no longer matter."""
+        return self.termination.state in (Termination.FINISHING, Termination.STOPPING)
+
+    @property
+    def stopping(self) -> bool:
+        return self.termination.state is Termination.STOPPING
 
     def _blocking_partition_available(self, partition_id: str) -> bool:
         """Region failover's view (Flink: the partition tracker's): a blocking partition is there if it is
@@ -248,19 +267,15 @@ class Scheduler:
         await self._reset_coordinators(everything)
 
     def _start_coordinators(self) -> None:
-        for jv in self.job_graph.vertices:
-            for op in jv.operators:
-                if op.coordinator_provider:
-                    try:
-                        provider = cloudpickle.loads(op.coordinator_provider)
-                        coord = provider.create(self.job_id, op.name, jv.parallelism)
-                        coord.start()
-                    except Exception as e:
-                        e.__millrace_operator__ = op.name  # type: ignore[attr-defined]  # tags any exception with its operator for the failure message
-                        raise
-                    self.coordinators[op.node_id] = coord
-                    self.coordinator_names[op.node_id] = op.name
-                    self._coordinator_ops[op.node_id] = op.operator_id
+        self.coordinators = OperatorCoordinators.create(self.job_graph, self._current_parallelism, self._coordinator_failed_job)
+
+    def _current_parallelism(self, vertex_id: str) -> int:
+        return self.eg.job_vertex(vertex_id).parallelism
+
+    def _coordinator_failed_job(self, cause: BaseException, operator: str) -> None:
+        """OperatorCoordinatorContext.fail_job: a global failover with the coordinator's cause."""
+        if self.status.state is JobStatus.RUNNING and not self.finishing:
+            self._handle_global_failure(m.ErrorInfo.from_exception(cause, operator=operator))
 
     # --- scheduling and deployment -----------------------------------------------------------------
     def _schedule(self, vertices: list[ExecutionVertexID]) -> None:
@@ -361,7 +376,7 @@ class Scheduler:
         if self.checkpoints is not None:
             tdd.checkpoint_dir = self.checkpoint_config.table_uri
         tdd.task_restore = self._task_restore(ev)
-        te = self.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
+        te = self.host.task_executor(slot.tm_id)
         try:
             await te.submit_task(tdd, timeout=30)
         except Exception as e:  # noqa: BLE001 - any deployment failure is this attempt's failure
@@ -418,7 +433,7 @@ class Scheduler:
             else:
                 self.on_task_failed(ev, msg.error or m.ErrorInfo(type_name="UnknownError", message="task failed", task=ev.task_name_with_subtask))
         elif msg.state is ExecutionState.CANCELED and running and not was_canceling:
-            canceled = m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask)
+            canceled = m.ErrorInfo(type_name="TaskCanceled", message="task was canceled unexpectedly", task=ev.task_name_with_subtask, consequence=True)
             self.on_task_failed(ev, msg.error or canceled)
         elif msg.state is ExecutionState.FINISHED and running:
             if msg.blocking_partitions and self.partitions is not None:
@@ -427,6 +442,8 @@ class Scheduler:
                 self.try_deploy()  # its slot may serve a waiting region
             if all(v.execution_state is ExecutionState.FINISHED for v in self.eg.all_vertices()):
                 self.host.spawn(self._finish_job())
+        elif msg.state is ExecutionState.RUNNING:
+            self._on_task_running()
         self._check_terminal()
         return m.Ack()
 
@@ -454,11 +471,9 @@ class Scheduler:
         if self.adaptive is None:
             return
         for jv, parallelism, volume, bound in self.adaptive.decide_ready():
+            # coordinators read the new parallelism through their context (the Delta sink waits for
+            # every subtask's files)
             self.allocator.refresh()
-            for op in jv.operators:  # e.g. the Delta sink's coordinator waits for every subtask's files
-                coord = self.coordinators.get(op.node_id)
-                if coord is not None and hasattr(coord, "parallelism"):
-                    coord.parallelism = parallelism
             self._log(logging.INFO, "adaptive batch: '%s' reads %.1f MB: parallelism %d (bound %d)", jv.name, volume / 1e6, parallelism, bound)
 
     def task_manager_lost(self, tm_id: str, cause: str) -> None:
@@ -472,11 +487,15 @@ class Scheduler:
                 slot = ex.assigned_resource
                 if isinstance(slot, PhysicalSlot) and slot.tm_id == tm_id and not ex.state.is_terminal:
                     ex.fail(cause)
-                    error = m.ErrorInfo(type_name="TaskManagerLostError", message=cause, task=ev.task_name_with_subtask, task_manager=tm_id)
+                    error = m.ErrorInfo(
+                        type_name="TaskManagerLostError", message=cause, task=ev.task_name_with_subtask, task_manager=tm_id, consequence=True
+                    )
                     if not self.speculation.discard_if_concurrent(ev, ex, error) and ev not in failed:
                         failed.append(ev)
         if failed and self.status.state is JobStatus.RUNNING:
-            err = m.ErrorInfo(type_name="TaskManagerLostError", message=cause, task=failed[0].task_name_with_subtask, task_manager=tm_id)
+            err = m.ErrorInfo(
+                type_name="TaskManagerLostError", message=cause, task=failed[0].task_name_with_subtask, task_manager=tm_id, consequence=True
+            )
             self._handle_failure([ev for ev in failed if ev.id not in self._pending_restart], err)
         if self.status.state in (JobStatus.RUNNING, JobStatus.RESTARTING):
             # the job goes on, and the ResourceManager suspended our requirement with the loss:
@@ -493,40 +512,35 @@ class Scheduler:
     # --- failure handling (Flink: ExecutionFailureHandler) -------------------------------------------
     def on_task_failed(self, ev: ExecutionVertex, error: m.ErrorInfo) -> None:
         if self.status.state is JobStatus.RUNNING and not self.finishing:
-            if ev.id in self._pending_restart and not is_unrecoverable_error(error):
+            if ev.id in self._pending_restart and not error.is_non_recoverable and error.partition_id is None:
                 self._note_root_cause(error)
                 return
             self._handle_failure([ev], error)
         else:
             self._fail_job(error)
 
-    def _handle_failure(self, failed: list[ExecutionVertex], error: m.ErrorInfo, global_failure: bool = False) -> None:
-        if not failed and not global_failure:
+    def _handle_failure(self, failed: list[ExecutionVertex], error: m.ErrorInfo) -> None:
+        if not failed:
             return
-        if is_unrecoverable_error(error):
-            # Flink's ExecutionFailureHandler: checked before the restart strategy, which never
-            # hears of it (a restart would read the same damaged or incompatible state again)
-            error = error.model_copy(update={"message": f"{error.message} (a non-recoverable error: the job is not restarted)"})
-            self._record_exception(error, 0, global_failure)
-            self._fail_job(error)
+        self._invalidate_missing_partition(error)
+        self._act_on(self.failure_handler.get_failure_handling_result([ev.id for ev in failed], error))
+
+    def _handle_global_failure(self, error: m.ErrorInfo) -> None:
+        self._act_on(self.failure_handler.get_global_failure_handling_result(error))
+
+    def _invalidate_missing_partition(self, error: m.ErrorInfo) -> None:
+        """A consumer could not read a committed blocking partition: it is committed no more, so its
+        consumers wait for the producer the failover strategy restarts (it reads the same cause)."""
+        if error.throwable_type is ThrowableType.PARTITION_DATA_MISSING_ERROR and error.partition_id and self.partitions is not None:
+            if self.partitions.invalidate(error.partition_id):
+                self._log(logging.WARNING, "blocking partition %s is lost: its producer runs again", error.partition_id)
+
+    def _act_on(self, result: FailureHandlingResult) -> None:
+        self._record_exception(result.cause, result.restarted_tasks, result.global_failure)
+        if not result.can_restart:
+            self._fail_job(result.cause)
             return
-        now_ms = int(self.clock() * 1000)
-        self.restart_strategy.notify_failure(error, now_ms)
-        if not self.restart_strategy.can_restart():
-            if self.num_restarts or self.checkpoint_config.enabled or self.restart_strategy.describe() != "none":
-                error = error.model_copy(
-                    update={"message": f"{error.message} (restart strategy {self.restart_strategy.describe()} exhausted after {self.num_restarts} restarts)"}
-                )
-            self._record_exception(error, 0, global_failure)
-            self._fail_job(error)
-            return
-        to_restart: set[ExecutionVertexID] = set()
-        if global_failure:
-            to_restart = {ev.id for ev in self.eg.all_vertices()}
-        for ev in failed:
-            to_restart |= self.failover_strategy.get_tasks_to_restart(self.eg, ev.id)
-        self._record_exception(error, len(to_restart), len(to_restart) == len(self.eg.all_vertices()))
-        self._restart(to_restart, self.restart_strategy.backoff_time_ms() / 1000.0)
+        self._restart(set(result.tasks_to_restart), result.restart_delay_s)
 
     def _record_exception(self, error: m.ErrorInfo, restarted: int, global_failure: bool) -> None:
         self.exception_history.append(ExceptionHistoryEntry(int(self.clock() * 1000), error, restarted, global_failure))
@@ -539,7 +553,7 @@ class Scheduler:
         if not self.exception_history:
             return
         entry = self.exception_history[-1]
-        if self._is_consequence(entry.error) and not self._is_consequence(error):
+        if is_consequence(entry.error) and not is_consequence(error):
             entry.concurrent.append(entry.error)
             entry.error = error
         elif not replace_only:
@@ -588,7 +602,7 @@ class Scheduler:
             await self._reset_coordinators(vertices)
         except Exception as e:  # noqa: BLE001 - e.g. the sink's commit on restore failed: try again later
             self._log(logging.ERROR, "resetting operator coordinators failed: %s", e)
-            self._handle_failure([], m.ErrorInfo.from_exception(e), global_failure=True)
+            self._handle_global_failure(m.ErrorInfo.from_exception(e))
             return
         if self.status.state not in (JobStatus.RUNNING, JobStatus.RESTARTING):
             return
@@ -605,21 +619,10 @@ class Scheduler:
 
     async def _reset_coordinators(self, vertices: set[ExecutionVertexID]) -> None:
         """Operator coordinators of restarted operators go back to the restored checkpoint (Flink: resetToCheckpoint)."""
-        restarted_vertices = {v.job_vertex_id for v in vertices}
-        cp = self._restored_checkpoint
-        for jv in self.job_graph.vertices:
-            if jv.id not in restarted_vertices:
-                continue
-            subtasks = {v.subtask_index for v in vertices if v.job_vertex_id == jv.id}
-            for op in jv.operators:
-                coord = self.coordinators.get(op.node_id)
-                reset = getattr(coord, "reset_to_checkpoint", None)
-                if reset is None:
-                    continue
-                op_id = self._coordinator_ops[op.node_id]
-                committables = [pickle.loads(b) for b in cp.committables.get(op_id, [])] if cp is not None else []
-                cid = cp.checkpoint_id if cp is not None else None
-                await self._run_io(reset, cid, committables, subtasks)
+        restarted: dict[str, set[int]] = {}
+        for v in vertices:
+            restarted.setdefault(v.job_vertex_id, set()).add(v.subtask_index)
+        await self.coordinators.reset_to_checkpoint(restarted, self._restored_checkpoint, self._run_io)
 
     async def _run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.checkpoints is not None:
@@ -637,8 +640,7 @@ class Scheduler:
             ex.transition_state(ExecutionState.CANCELING)
             slot = ex.assigned_resource if isinstance(ex.assigned_resource, PhysicalSlot) else self.placement.get(ev.id)
             if slot is not None:
-                te = self.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=slot.tm_id)
-                self.host.spawn(self._cancel_task(te, ev, ex.attempt_id))
+                self.host.spawn(self._cancel_task(self.host.task_executor(slot.tm_id), ev, ex.attempt_id))
 
     async def _cancel_task(self, te: gw.TaskExecutorGateway, ev: ExecutionVertex, attempt_id: str) -> None:
         try:
@@ -653,7 +655,7 @@ class Scheduler:
 
     def _fail_job(self, error: m.ErrorInfo) -> None:
         if self.status.state not in (JobStatus.RUNNING, JobStatus.CREATED, JobStatus.RESTARTING):
-            if self.status.state is JobStatus.FAILING and self._is_consequence(self.failure) and not self._is_consequence(error):
+            if self.status.state is JobStatus.FAILING and is_consequence(self.failure) and not is_consequence(error):
                 # a consumer saw its producer's failure before the producer's own report arrived:
                 # the job's cause is the producer's error, not the consumer's echo of it
                 self.failure = error
@@ -668,11 +670,6 @@ class Scheduler:
         self.host.spawn(self.declare_slots(0))
         self._cancel_all()
         self._check_terminal()
-
-    @staticmethod
-    def _is_consequence(error: m.ErrorInfo | None) -> bool:
-        """Failures that only echo another task's failure (a failed producer, a cancelled task)."""
-        return error is not None and error.type_name in _CONSEQUENTIAL_FAILURES
 
     def _cancel_all(self) -> None:
         for ev in self.eg.all_vertices():
@@ -726,28 +723,21 @@ class Scheduler:
             and ExecutionState.RUNNING in states
         )
 
-    def on_all_running(self) -> None:
+    def _on_task_running(self) -> None:
         if self.checkpoints is not None and self.checkpoint_config.enabled and self._all_tasks_started():
             self.checkpoints.start_periodic()
 
     async def on_checkpoint_completed(self, checkpoint: Any) -> None:
         """Operator coordinators commit what the checkpoint holds (the Delta sink's two-phase commit)."""
-        for node_id, coord in self.coordinators.items():
-            notify = getattr(coord, "notify_checkpoint_complete", None)
-            if notify is None:
-                continue
-            committables = [pickle.loads(b) for b in checkpoint.committables.get(self._coordinator_ops[node_id], [])]
+        for h in self.coordinators:
             try:
-                await self._run_io(notify, checkpoint.checkpoint_id, committables)
+                await self._run_io(h.coordinator.notify_checkpoint_complete, checkpoint.checkpoint_id, h.committables(checkpoint))
             except Exception as e:  # noqa: BLE001 - the commit is retried from the checkpoint on restore
-                err = m.ErrorInfo.from_exception(e, operator=self.coordinator_names[node_id])
-                self._log(
-                    logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s",
-                    self.coordinator_names[node_id], checkpoint.checkpoint_id, err.describe(),
-                )
+                err = m.ErrorInfo.from_exception(e, operator=h.name)
+                self._log(logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s", h.name, checkpoint.checkpoint_id, err.describe())
                 self._failed_commit = (checkpoint.checkpoint_id, err)
                 if self.status.state is JobStatus.RUNNING and not self.finishing:
-                    self._handle_failure([], err, global_failure=True)
+                    self._handle_global_failure(err)
                 return
 
     # --- savepoints (Flink: SchedulerBase.triggerSavepoint / stopWithSavepoint) -----------------------
@@ -790,8 +780,8 @@ class Scheduler:
         sources = [v for v in self.eg.all_vertices() if not v.job_vertex.inputs]
         at_end = sum(v.current_execution.attempt_id in self._sources_at_end for v in sources)
         self._log(logging.INFO, "%s reached the end of its input (%d of %d sources)", ev.task_name_with_subtask, at_end, len(sources))
-        if at_end == len(sources) and not (self._final_savepoint_running or self.stopping or self.finishing):
-            self._final_savepoint_running = True
+        if at_end == len(sources) and self.termination.state is Termination.RUNNING:
+            self.termination.transition(Termination.FINAL_SAVEPOINT)
             self.host.spawn(self._final_savepoint())
         return m.Ack()
 
@@ -819,7 +809,8 @@ class Scheduler:
                     message=f"the savepoint at the end of the input failed {FINAL_SAVEPOINT_ATTEMPTS} times (last: {error}); the job's state was not saved",
                 ))
         finally:
-            self._final_savepoint_running = False
+            if self.termination.state is Termination.FINAL_SAVEPOINT:
+                self.termination.transition(Termination.RUNNING)
 
     def _why_not_stopping(self, savepoint_id: int) -> str | None:
         """None if the job can end with this completed stop-with-savepoint; else why not."""
@@ -837,7 +828,7 @@ class Scheduler:
         if self.status.state is not JobStatus.RUNNING or self.finishing:
             return
         self._log(logging.INFO, "stopped with savepoint %d: ending every task", savepoint_id)
-        self.stopping = self.finishing = True  # failures and TaskManager losses no longer matter
+        self.termination.transition(Termination.STOPPING)  # failures and TaskManager losses no longer matter
         self._pending_restart.clear()
         self._waiting = []
         if self.checkpoints is not None:
@@ -855,7 +846,7 @@ class Scheduler:
         """
         if self.finishing:
             return
-        self.finishing = True
+        self.termination.transition(Termination.FINISHING)
         if self.checkpoints is not None:
             self.checkpoints.stop_periodic()
             await self.checkpoints.abort_pending("every task finished")
@@ -863,10 +854,10 @@ class Scheduler:
         await self.speculation.await_losing_attempts()
         try:
             per_operator: dict[str, Any] = {}
-            for node_id, coord in self.coordinators.items():
-                result = await self._run_io(coord.on_job_finished)
+            for h in self.coordinators:
+                result = await self._run_io(h.coordinator.on_job_finished)
                 if result:
-                    per_operator[self.coordinator_names[node_id]] = result
+                    per_operator[h.name] = result
                     # flat keys for the common one-sink job; with several, the first one's stay
                     for k, v in result.items():
                         self.accumulators.setdefault(k, v)
@@ -890,11 +881,7 @@ class Scheduler:
         self.end_time = self.clock()
         if status is not JobStatus.FINISHED:
             self._retain_restorable_outputs()
-        for coord in self.coordinators.values():
-            try:
-                coord.close()
-            except Exception:  # noqa: BLE001 - closing goes on for the other coordinators
-                self._log(logging.WARNING, "coordinator close failed")
+        self.coordinators.close_all(lambda h, e: self._log(logging.WARNING, "closing the coordinator of '%s' failed: %s", h.name, e))
         if self.checkpoints is not None:
             self.checkpoints.shutdown()
         if self.partitions is not None:
@@ -915,72 +902,130 @@ class Scheduler:
         checkpoints = ([] if self.checkpoints is None else self.checkpoints.restorable()) + (
             [self._restored_checkpoint] if self._restored_checkpoint is not None else []
         )
-        for node_id, coord in self.coordinators.items():
-            retain = getattr(coord, "retain_for_restore", None)
-            if retain is None:
-                continue
+        for h in self.coordinators:
             for cp in checkpoints:
                 try:
-                    retain(cp.checkpoint_id, [pickle.loads(b) for b in cp.committables.get(self._coordinator_ops[node_id], [])])
+                    h.coordinator.retain_for_restore(cp.checkpoint_id, h.committables(cp))
                 except Exception:  # noqa: BLE001 - keeping files is best effort; close then keeps all
-                    self._log(
-                        logging.WARNING, "coordinator of '%s' could not note checkpoint %d as restorable", self.coordinator_names[node_id], cp.checkpoint_id
-                    )
+                    self._log(logging.WARNING, "coordinator of '%s' could not note checkpoint %d as restorable", h.name, cp.checkpoint_id)
 
-    # --- views ----------------------------------------------------------------------------------
+    # --- the JobMaster's calls (SchedulerNG) ---------------------------------------------------------
+    def on_slots_offered(self) -> None:
+        self.try_deploy()
+
+    async def trigger_checkpoint(self) -> int | None:
+        if self.checkpoints is None:
+            raise CheckpointError(f"job {self.job_id} does not checkpoint")
+        return await self.checkpoints.trigger_checkpoint()
+
+    async def acknowledge_checkpoint(self, msg: m.AcknowledgeCheckpoint) -> m.Ack:
+        if self.checkpoints is None:
+            return m.Ack(ok=False, message=f"job {self.job_id} does not checkpoint")
+        await self.checkpoints.receive_acknowledge(msg)
+        return m.Ack()
+
+    async def decline_checkpoint(self, msg: m.DeclineCheckpoint) -> m.Ack:
+        if self.checkpoints is not None:
+            await self.checkpoints.receive_decline(msg)
+        return m.Ack()
+
+    def deliver_operator_event(self, node_id: int, subtask: int, attempt: int, event: Any) -> m.Ack:
+        coord = self.coordinators.get(node_id)
+        if coord is None:
+            return m.Ack(ok=False, message=f"no coordinator for operator {node_id}")
+        coord.handle_event_from_operator(subtask, attempt, event)
+        return m.Ack()
+
+    def deliver_coordination_request(self, node_id: int, request: Any) -> Any:
+        coord = self.coordinators.get(node_id)
+        if coord is None:
+            from runtime.core.errors import UnknownJobError
+
+            raise UnknownJobError(f"job {self.job_id} has no coordinator for operator {node_id}")
+        return coord.handle_coordination_request(request)
+
+    # --- what the speculative execution handler asks (SpeculativeSchedulerOperations) ----------------
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        self._log(level, msg, *args)
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> Any:
+        return self.host.loop.call_later(delay_s, callback)
+
+    def is_restart_pending(self, vertex_id: ExecutionVertexID) -> bool:
+        return vertex_id in self._pending_restart
+
+    def register_attempt(self, ev: ExecutionVertex, ex: Execution) -> None:
+        self.by_attempt[ex.attempt_id] = ev
+
+    def deploy_attempt(self, ev: ExecutionVertex, ex: Execution) -> None:
+        self.host.spawn(self._deploy(ev, ex))
+
+    def cancel_attempt(self, ev: ExecutionVertex, ex: Execution) -> None:
+        self._cancel_attempt(ev, ex)
+
+    def redeclare_slots(self) -> None:
+        self.host.spawn(self._redeclare())
+
+    def commit_blocking_partitions(self, ev: ExecutionVertex, attempt_id: str, produced: list[m.ProducedBlockingPartition]) -> None:
+        self.host.spawn(self._commit_blocking_partitions(ev, attempt_id, produced))
+
+    def set_current_slot(self, vertex_id: ExecutionVertexID, slot: PhysicalSlot) -> None:
+        self.placement[vertex_id] = slot
+
+    # --- views (pure functions of a snapshot: views.py) -------------------------------------------
+    async def refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
+        """Ask every TaskExecutor running our tasks for their metrics, in parallel; a silent one keeps the last known."""
+        s = self
+        by_tm: dict[str, list[str]] = {}
+        for ev in s.eg.all_vertices():
+            ex = ev.current_execution
+            slot = s.placement.get(ev.id)
+            if slot is not None and ex.state in (ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING, ExecutionState.CANCELING):
+                by_tm.setdefault(slot.tm_id, []).append(ex.attempt_id)
+        if not by_tm:
+            return
+
+        async def ask(tm_id: str, attempts: list[str]) -> m.TaskMetricsReport | None:
+            te = self.host.task_executor(tm_id)
+            try:
+                return await te.request_task_metrics(m.TaskMetricsRequest(attempt_ids=attempts), timeout=timeout_s)
+            except Exception as e:  # noqa: BLE001 - lost or busy TaskManager: keep the last known metrics
+                self._log(logging.DEBUG, "no metrics from TaskManager %s: %s", tm_id, e)
+                return None
+
+        reports = await asyncio.gather(*(ask(tm, attempts) for tm, attempts in by_tm.items()))
+        for report in reports:
+            for entry in report.tasks if report is not None else []:
+                reported = s.by_attempt.get(entry.attempt_id)
+                # a terminal attempt's final metrics came with its state update; do not overwrite them
+                if reported is None or reported.current_execution.attempt_id != entry.attempt_id or reported.execution_state.is_terminal:
+                    continue
+                s.metrics[entry.attempt_id] = entry.metrics
+                s.backpressure[entry.attempt_id] = (entry.backpressured_ms, entry.backpressure_ratio)
+
+    def snapshot(self) -> views.JobSnapshot:
+        return views.take_snapshot(
+            self.eg, job_name=self.job_graph.job_name, status=self.status.state, start_time=self.start_time,
+            end_time=self.end_time, now=self.clock(), failure=self.failure, metrics=self.metrics, backpressure=self.backpressure,
+            is_committed=self.partitions.is_committed if self.partitions is not None else None,
+            exceptions=tuple(views.ExceptionView(e.timestamp_ms, e.error, e.restarted_tasks, e.global_failure, tuple(e.concurrent))
+                             for e in self.exception_history),
+            num_restarts=self.num_restarts, restart_strategy=self.restart_strategy.describe(), scheduler=self.name,
+            accumulators=dict(self.accumulators),
+        )
+
     def vertex_metrics(self) -> list[m.VertexMetrics]:
-        out = []
-        for ejv in self.eg.job_vertices:
-            rin = rout = 0
-            states = []
-            for ev in ejv.task_vertices:
-                snap = self.metrics.get(ev.current_execution.attempt_id)
-                if snap is not None:
-                    rin += snap.records_in
-                    rout += snap.records_out
-                states.append(ev.execution_state)
-            out.append(m.VertexMetrics(vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, records_in=rin, records_out=rout, subtask_states=states))
-        return out
+        return views.vertex_metrics(self.snapshot())
 
     def result(self) -> m.JobResultMessage:
-        end = self.end_time or self.clock()
-        running = [
-            ex.state_timestamps[ExecutionState.RUNNING]
-            for ev in self.eg.all_vertices()
-            for ex in [ev.current_execution]
-            if ExecutionState.RUNNING in ex.state_timestamps
-        ]
-        if self.num_restarts:
-            self.accumulators["restarts"] = self.num_restarts
-        return m.JobResultMessage(
-            job_id=self.job_id,
-            job_name=self.job_graph.job_name,
-            status=self.status.state,
-            duration_ms=int((end - self.start_time) * 1000),
-            running_ms=int((end - min(running)) * 1000) if running else None,
-            error=self.failure if self.status.state is not JobStatus.FINISHED else None,
-            accumulators_pickle=cloudpickle.dumps(self.accumulators) if self.accumulators else None,
-            vertices=self.vertex_metrics(),
-        )
+        return views.job_result(self.snapshot())
 
     def exceptions(self) -> m.JobExceptionsMessage:
-        entries = [
-            m.ExceptionHistoryEntryMessage(
-                timestamp_ms=e.timestamp_ms,
-                error=e.error,
-                restarted_tasks=e.restarted_tasks,
-                global_failure=e.global_failure,
-                concurrent=list(e.concurrent),
-            )
-            for e in reversed(self.exception_history)
-        ]
-        return m.JobExceptionsMessage(
-            job_id=self.job_id,
-            root_exception=self.failure,
-            num_restarts=self.num_restarts,
-            restart_strategy=self.restart_strategy.describe(),
-            entries=entries,
-        )
+        return views.exceptions(self.snapshot())
+
+    def job_details(self) -> m.JobDetailsMessage:
+        """The job as the REST API shows it."""
+        return views.job_details(self.snapshot())
 
     def checkpoint_statistics(self) -> m.CheckpointStatisticsMessage:
         if self.checkpoints is None:
@@ -994,73 +1039,11 @@ class Scheduler:
             statistics_json=self.checkpoints.stats.snapshot().model_dump_json(),
         )
 
-    def job_details(self) -> m.JobDetailsMessage:
-        """The job as the REST API shows it."""
-
-        def ms(t: float | None) -> int | None:
-            return None if t is None else int(t * 1000)
-
-        vertices = []
-        for ejv in self.eg.job_vertices:
-            subtasks = []
-            for ev in ejv.task_vertices:
-                details = self._attempt_details(ev, ev.current_execution)
-                details.other_concurrent_attempts = [self._attempt_details(ev, ex) for ex in ev.speculative_executions]
-                subtasks.append(details)
-            vertices.append(
-                m.VertexDetails(
-                    vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, max_parallelism=ejv.max_parallelism,
-                    slot_sharing_group=ejv.job_vertex.slot_sharing_group, subtasks=subtasks,
-                )
-            )
-        status = self.status.state
-        return m.JobDetailsMessage(
-            job_id=self.job_id,
-            job_name=self.job_graph.job_name,
-            status=status,
-            start_time_ms=int(self.start_time * 1000),
-            end_time_ms=ms(self.end_time),
-            vertices=vertices,
-            error=self.failure if status is not JobStatus.FINISHED else None,
-            regions=self._region_details(),
-        )
-
-    def _attempt_details(self, ev: ExecutionVertex, ex: Execution) -> m.SubtaskDetails:
-        slot = ex.assigned_resource if isinstance(ex.assigned_resource, PhysicalSlot) else None
-        bp_ms, bp_ratio = self.backpressure.get(ex.attempt_id, (0, 0.0))
-        return m.SubtaskDetails(
-            subtask_index=ev.subtask_index,
-            state=ex.state,
-            attempt_number=ex.attempt_number,
-            attempt_id=ex.attempt_id,
-            tm_id=slot.tm_id if slot is not None else None,
-            host=slot.data_address.host if slot is not None else None,
-            state_timestamps_ms={st.value: int(ts * 1000) for st, ts in ex.state_timestamps.items()},
-            metrics=self.metrics.get(ex.attempt_id) or m.TaskMetricsSnapshot(),
-            backpressured_ms=bp_ms,
-            backpressure_ratio=0.0 if ex.state.is_terminal else bp_ratio,
-            failure=ex.failure_info if isinstance(ex.failure_info, m.ErrorInfo) else None,
-        )
-
-    def _region_details(self) -> list[m.RegionDetails]:
-        committed = self.partitions.is_committed if self.partitions is not None else (lambda _p: False)
-        out = []
-        for i, region in enumerate(self.eg.regions, start=1):  # in topological order
-            members = sorted(region.vertices, key=lambda v: (self.eg.vertex(v).job_vertex.name, v.subtask_index))
-            out.append(m.RegionDetails(
-                index=i,
-                state=aggregate_vertex_state([self.eg.vertex(v).execution_state for v in members]),
-                subtasks=[self.eg.vertex(v).task_name_with_subtask for v in members],
-                blocking_inputs=len(region.consumed_blocking_partitions),
-                blocking_inputs_committed=sum(1 for p in region.consumed_blocking_partitions if committed(p)),
-            ))
-        return out
-
 
 class _CheckpointHost:
     """The CheckpointCoordinator's view of the scheduler and the JobMaster."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: DefaultScheduler) -> None:
         self.s = scheduler
 
     def checkpoint_tasks(self) -> list[CheckpointTask] | str:
@@ -1090,33 +1073,18 @@ class _CheckpointHost:
         return out
 
     def final_committables(self, finished: list[CheckpointTask]) -> dict[str, dict[int, bytes]]:
-        s = self.s
         subtasks_of: dict[str, set[int]] = {}
         for t in finished:
             subtasks_of.setdefault(t.vertex_id, set()).add(t.subtask_index)
-        out: dict[str, dict[int, bytes]] = {}
-        for jv in s.job_graph.vertices:
-            subtasks = subtasks_of.get(jv.id)
-            if not subtasks:
-                continue
-            for op in jv.operators:
-                final = getattr(s.coordinators.get(op.node_id), "final_committables", None)
-                if final is None:
-                    continue
-                held = final(set(subtasks))
-                if held:
-                    out[s._coordinator_ops[op.node_id]] = {i: cloudpickle.dumps(c) for i, c in held.items()}
-        return out
+        return self.s.coordinators.final_committables(subtasks_of)
 
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
-        te = self.s.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=task.tm_id)
-        ack: m.Ack = await te.trigger_checkpoint(msg, timeout=10)
+        ack: m.Ack = await self.s.host.task_executor(task.tm_id).trigger_checkpoint(msg, timeout=10)
         if not ack.ok:
             raise RuntimeError(ack.message)
 
     async def send_notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None:
-        te = self.s.host.rpc.gateway(gw.TaskExecutorGateway, gw.TASK_EXECUTOR, peer_id=task.tm_id)
-        await te.notify_checkpoint(msg, timeout=10)
+        await self.s.host.task_executor(task.tm_id).notify_checkpoint(msg, timeout=10)
 
     def call_later(self, delay_s: float, callback: Callable[[], None]) -> Any:
         return self.s.host.loop.call_later(delay_s, callback)
@@ -1130,4 +1098,4 @@ class _CheckpointHost:
     def on_checkpoint_failures_exceeded(self, error: m.ErrorInfo) -> None:
         s = self.s
         if s.status.state is JobStatus.RUNNING and not s.finishing:
-            s._handle_failure([], error, global_failure=True)
+            s._handle_global_failure(error)

@@ -1,0 +1,130 @@
+"""The seam between the JobMaster and its scheduler (Flink: SchedulerNG and what the JobMaster hands it).
+
+A JobMaster is an RPC endpoint: it owns the slot pool and the connections, answers calls on its
+main thread, and forwards everything about the job to a SchedulerNG. A scheduler sees the JobMaster
+only as a SchedulerHost: its main-thread loop, the gateways, the listeners for the job's status
+and end. `create_scheduler` picks the implementation from `jobmanager.scheduler`: today the default
+scheduler (fixed parallelism, region failover, batch with adaptive parallelism and speculative
+execution); the adaptive scheduler (`adaptive`, `scheduler-mode: reactive`) is refused with a
+message until it exists. Batch jobs always get the default scheduler (Flink: the adaptive
+scheduler is streaming only).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from runtime.core.state_machine import StateMachine
+from runtime.core.states import JobStatus
+from runtime.graph.execution_graph import ExecutionGraph
+from runtime.graph.job_graph import JobGraph
+from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator
+from runtime.jobmanager.scheduler.coordinators import OperatorCoordinators
+from runtime.jobmanager.slot_pool import SlotPool
+from runtime.rpc import gateways as gw
+from runtime.rpc import messages as m
+
+
+class SchedulerHost(Protocol):
+    """What the JobMaster offers its scheduler. Everything is called on the JobMaster's main thread."""
+
+    endpoint_id: str
+    slot_pool: SlotPool
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The main thread's loop (Flink: ComponentMainThreadExecutor): timers and callbacks."""
+        ...
+
+    @property
+    def rm(self) -> gw.ResourceManagerGateway: ...
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Future[Any]:
+        """Run `coro` on the main thread; its failure is logged, never lost."""
+        ...
+
+    def task_executor(self, tm_id: str) -> gw.TaskExecutorGateway: ...
+
+    def status_changed(self, status: JobStatus, cause: str | None) -> None: ...
+
+    def job_reached_terminal(self, result: m.JobResultMessage) -> None: ...
+
+    async def release_resources(self) -> None: ...
+
+
+class SchedulerNG(Protocol):
+    """What a JobMaster asks of its scheduler (Flink: SchedulerNG)."""
+
+    status: StateMachine[JobStatus]
+    checkpoints: CheckpointCoordinator | None
+    coordinators: OperatorCoordinators
+    archived: m.JobDetailsMessage | None  # the final view, once the job ended
+    eg: ExecutionGraph
+
+    async def start(self) -> None: ...
+
+    def cancel(self) -> m.Ack: ...
+
+    # resources
+    def wants_slots(self) -> bool: ...
+
+    def on_slots_offered(self) -> None: ...
+
+    def task_manager_lost(self, tm_id: str, cause: str) -> None: ...
+
+    async def declare_slots(self, slots: int) -> None:
+        """Declare the job's slot requirement at the ResourceManager (0 clears it)."""
+        ...
+
+    # tasks
+    def update_task_execution_state(self, msg: m.TaskExecutionStateUpdate) -> m.Ack: ...
+
+    def source_reached_end_of_input(self, attempt_id: str) -> m.Ack: ...
+
+    # checkpoints and savepoints
+    async def trigger_checkpoint(self) -> int | None: ...
+
+    async def acknowledge_checkpoint(self, msg: m.AcknowledgeCheckpoint) -> m.Ack: ...
+
+    async def decline_checkpoint(self, msg: m.DeclineCheckpoint) -> m.Ack: ...
+
+    async def trigger_savepoint(self, target_directory: str | None, stop: bool, drain: bool) -> m.SavepointLocation: ...
+
+    # operator coordinators
+    def deliver_operator_event(self, node_id: int, subtask: int, attempt: int, event: Any) -> m.Ack: ...
+
+    def deliver_coordination_request(self, node_id: int, request: Any) -> Any: ...
+
+    # views (immutable messages, built on the main thread)
+    def job_details(self) -> m.JobDetailsMessage: ...
+
+    def exceptions(self) -> m.JobExceptionsMessage: ...
+
+    def checkpoint_statistics(self) -> m.CheckpointStatisticsMessage: ...
+
+    def result(self) -> m.JobResultMessage: ...
+
+    async def refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
+        """Ask the TaskExecutors running the job's tasks for their metrics (REST's job details)."""
+        ...
+
+
+def create_scheduler(host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> SchedulerNG:
+    """The scheduler `jobmanager.scheduler` names (Flink: DefaultSlotPoolServiceSchedulerFactory)."""
+    from runtime.core.errors import ConfigurationError
+    from runtime.core.options import jobmanager as jobmanager_options
+    from runtime.graph.job_graph import JobType
+
+    kind = jobmanager_options.SCHEDULER.get(job_graph.config)
+    mode = jobmanager_options.SCHEDULER_MODE.get(job_graph.config)
+    if (kind == "adaptive" or mode == "reactive") and job_graph.job_type is JobType.STREAMING:
+        key = jobmanager_options.SCHEDULER.key if kind == "adaptive" else jobmanager_options.SCHEDULER_MODE.key
+        raise ConfigurationError(
+            f"{key}: {kind if kind == 'adaptive' else mode}: the adaptive scheduler is not available in this version; "
+            f"run the job with {jobmanager_options.SCHEDULER.key}: default (rescale with stop-with-savepoint and run -s -p N)"
+        )
+    from runtime.jobmanager.scheduler.default import DefaultScheduler
+
+    return DefaultScheduler(host, job_graph, clock)
