@@ -446,6 +446,14 @@ class CheckpointCoordinator:
             self.stats.report_restored(latest.checkpoint_id)
         return latest
 
+    def continue_after(self, checkpoint_id: int) -> None:
+        """The next checkpoint's id is above `checkpoint_id` (ids an earlier execution of the same job used)."""
+        self._next_id = max(self._next_id, checkpoint_id + 1)
+
+    @property
+    def next_checkpoint_id(self) -> int:
+        return self._next_id
+
     def restore_from_savepoint(self, savepoint: Any) -> None:
         """The job starts from a savepoint (run -s): ids continue after it, a failover before the
         first checkpoint restores it again."""

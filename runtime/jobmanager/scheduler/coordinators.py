@@ -60,12 +60,9 @@ class OperatorCoordinators:
     def __init__(self) -> None:
         self.holders: dict[int, OperatorCoordinatorHolder] = {}
 
-    @classmethod
-    def create(
-        cls, job_graph: JobGraph, parallelism_of: Callable[[str], int], fail_job: Callable[[BaseException, str], None]
-    ) -> OperatorCoordinators:
-        """Create and start every coordinator; an exception names its operator (`__millrace_operator__`)."""
-        out = cls()
+    def start_all(self, job_graph: JobGraph, parallelism_of: Callable[[str], int], fail_job: Callable[[BaseException, str], None]) -> None:
+        """Create and start every coordinator (this holder is shared, e.g. with the speculation
+        policy, so it is filled, not replaced); an exception names its operator (`__millrace_operator__`)."""
         for jv in job_graph.vertices:
             for op in jv.operators:
                 if not op.coordinator_provider:
@@ -79,10 +76,10 @@ class OperatorCoordinators:
                     coordinator.start()
                 except Exception as e:
                     e.__millrace_operator__ = op.name  # type: ignore[attr-defined]  # the failure message names the operator
-                    out.close_all(lambda *_: None)
+                    self.close_all(lambda *_: None)
+                    self.holders.clear()
                     raise
-                out.holders[op.node_id] = OperatorCoordinatorHolder(op.node_id, op.operator_id, op.name, jv, coordinator)
-        return out
+                self.holders[op.node_id] = OperatorCoordinatorHolder(op.node_id, op.operator_id, op.name, jv, coordinator)
 
     def __iter__(self) -> Iterator[OperatorCoordinatorHolder]:
         return iter(list(self.holders.values()))

@@ -79,8 +79,18 @@ class ExceptionHistoryEntry:
 class DefaultScheduler:
     name = "default"
 
-    def __init__(self, host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time, *,
+        restore_from: Any = None, first_checkpoint_id: int = 1, amend_failure_causes: bool = True,
+    ) -> None:
+        """`restore_from`: a completed checkpoint or savepoint to start from instead of
+        `execution.savepoint.path`, and `first_checkpoint_id` the least id of the next checkpoint
+        (an adaptive scheduler's execution at a new parallelism); `amend_failure_causes` False: a
+        failure's cause is reported as it is, without the restart strategy's verdict (that
+        scheduler restarts, not this one)."""
         self.host = host
+        self._restore_from = restore_from
+        self._first_checkpoint_id = first_checkpoint_id
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
         self.clock = clock
@@ -115,7 +125,7 @@ class DefaultScheduler:
         )
         self.failure_handler = ExecutionFailureHandler(
             self.eg, self.failover_strategy, self.restart_strategy, clock, lambda: self.num_restarts,
-            say_exhausted=self.checkpoint_config.enabled or self.restart_strategy.describe() != "none",
+            say_exhausted=amend_failure_causes and (self.checkpoint_config.enabled or self.restart_strategy.describe() != "none"),
         )
         self.checkpoints: CheckpointCoordinator | None = None
         self.coordinators = OperatorCoordinators()
@@ -221,12 +231,17 @@ class DefaultScheduler:
     async def _restore_savepoint(self) -> None:
         """`execution.savepoint.path` (run -s): validate the savepoint against this program, then
         restore every task and operator coordinator from it (Flink: StateAssignmentOperation)."""
+        if self.checkpoints is not None:
+            self.checkpoints.continue_after(self._first_checkpoint_id - 1)
         path = checkpointing_options.SAVEPOINT_PATH.get(self.job_graph.config)
-        if not path:
+        if self._restore_from is not None:
+            sp, path = self._restore_from, getattr(self._restore_from, "location", None) or "the latest checkpoint"
+        elif not path:
             return
-        from runtime.storage.savepoints import read_savepoint
+        else:
+            from runtime.storage.savepoints import read_savepoint
 
-        sp = await self._run_io(read_savepoint, path)
+            sp = await self._run_io(read_savepoint, path)
         allow_non_restored = checkpointing_options.SAVEPOINT_IGNORE_UNCLAIMED_STATE.get(self.job_graph.config)
         ops = {op.operator_id: (op, jv) for jv in self.job_graph.vertices for op in jv.operators}
         with_state = set(sp.operator_files) | {op for op, c in sp.committables.items() if c}
@@ -267,7 +282,7 @@ class DefaultScheduler:
         await self._reset_coordinators(everything)
 
     def _start_coordinators(self) -> None:
-        self.coordinators = OperatorCoordinators.create(self.job_graph, self._current_parallelism, self._coordinator_failed_job)
+        self.coordinators.start_all(self.job_graph, self._current_parallelism, self._coordinator_failed_job)
 
     def _current_parallelism(self, vertex_id: str) -> int:
         return self.eg.job_vertex(vertex_id).parallelism
