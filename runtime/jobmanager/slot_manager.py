@@ -105,10 +105,21 @@ class RequirementEntry:
     profile: ResourceProfile | None
     count: int
     allocations: set[str] = field(default_factory=set)
+    # elastic (reactive mode): slots above `least` come from free slots only, never from started
+    # TaskManagers: the cluster's size is its operator's to set (millrace cluster scale)
+    least: int | None = None
+    elastic: bool = False
 
     @property
     def missing(self) -> int:
         return max(0, self.count - len(self.allocations))
+
+    @property
+    def missing_to_start(self) -> int:
+        """Missing slots worth starting TaskManagers for."""
+        if not self.elastic:
+            return self.missing
+        return max(0, (self.least if self.least is not None else self.count) - len(self.allocations))
 
 
 @dataclass
@@ -268,7 +279,7 @@ class SlotManager:
         old = self.requirements.get(job_id)
         kept = {(e.slot_sharing_group, _key(e.profile)): e.allocations for e in old.entries} if old else {}
         entries = [
-            RequirementEntry(r.slot_sharing_group, r.profile, r.count, set(kept.get((r.slot_sharing_group, _key(r.profile)), set())))
+            RequirementEntry(r.slot_sharing_group, r.profile, r.count, set(kept.get((r.slot_sharing_group, _key(r.profile)), set())), r.least, r.elastic)
             for r in requirements
         ]
         self.requirements[job_id] = JobRequirement(job_id, job_master_endpoint, entries, job_name or (old.job_name if old else ""))
@@ -347,7 +358,7 @@ class SlotManager:
         pending_slots = [p.shape.slot_profile for p in self.pending_task_managers.values() for _ in range(p.shape.num_slots)]
         unmet: list[ResourceProfile | None] = []
         for _req, entry in entries:
-            for _ in range(entry.missing):
+            for _ in range(entry.missing_to_start):
                 i = _best_fit_index(pending_slots, entry.profile)
                 if i is None:
                     unmet.append(entry.profile)

@@ -3,10 +3,10 @@
 A JobMaster is an RPC endpoint: it owns the slot pool and the connections, answers calls on its
 main thread, and forwards everything about the job to a SchedulerNG. A scheduler sees the JobMaster
 only as a SchedulerHost: its main-thread loop, the gateways, the listeners for the job's status
-and end. `create_scheduler` picks the implementation from `jobmanager.scheduler`: today the default
-scheduler (fixed parallelism, region failover, batch with adaptive parallelism and speculative
-execution); the adaptive scheduler (`adaptive`, `scheduler-mode: reactive`) is refused with a
-message until it exists. Batch jobs always get the default scheduler (Flink: the adaptive
+and end. `create_scheduler` picks the implementation from `jobmanager.scheduler`: the default scheduler
+(fixed parallelism, region failover, batch with adaptive parallelism and speculative execution)
+or the adaptive scheduler (`adaptive/`: parallelism follows the slots; `scheduler-mode: reactive`:
+every slot of the cluster). Batch jobs always get the default scheduler (Flink: the adaptive
 scheduler is streaming only).
 """
 from __future__ import annotations
@@ -57,11 +57,18 @@ class SchedulerHost(Protocol):
 class SchedulerNG(Protocol):
     """What a JobMaster asks of its scheduler (Flink: SchedulerNG)."""
 
+    name: str  # "default", "adaptive"
     status: StateMachine[JobStatus]
-    checkpoints: CheckpointCoordinator | None
-    coordinators: OperatorCoordinators
     archived: m.JobDetailsMessage | None  # the final view, once the job ended
-    eg: ExecutionGraph
+
+    @property
+    def checkpoints(self) -> CheckpointCoordinator | None: ...
+
+    @property
+    def coordinators(self) -> OperatorCoordinators: ...
+
+    @property
+    def eg(self) -> ExecutionGraph: ...
 
     async def start(self) -> None: ...
 
@@ -113,18 +120,15 @@ class SchedulerNG(Protocol):
 
 def create_scheduler(host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> SchedulerNG:
     """The scheduler `jobmanager.scheduler` names (Flink: DefaultSlotPoolServiceSchedulerFactory)."""
-    from runtime.core.errors import ConfigurationError
     from runtime.core.options import jobmanager as jobmanager_options
     from runtime.graph.job_graph import JobType
 
     kind = jobmanager_options.SCHEDULER.get(job_graph.config)
-    mode = jobmanager_options.SCHEDULER_MODE.get(job_graph.config)
-    if (kind == "adaptive" or mode == "reactive") and job_graph.job_type is JobType.STREAMING:
-        key = jobmanager_options.SCHEDULER.key if kind == "adaptive" else jobmanager_options.SCHEDULER_MODE.key
-        raise ConfigurationError(
-            f"{key}: {kind if kind == 'adaptive' else mode}: the adaptive scheduler is not available in this version; "
-            f"run the job with {jobmanager_options.SCHEDULER.key}: default (rescale with stop-with-savepoint and run -s -p N)"
-        )
+    reactive = jobmanager_options.SCHEDULER_MODE.get(job_graph.config) == "reactive"
+    if (kind == "adaptive" or reactive) and job_graph.job_type is JobType.STREAMING:
+        from runtime.jobmanager.scheduler.adaptive.scheduler import AdaptiveScheduler
+
+        return AdaptiveScheduler(host, job_graph, clock, reactive=reactive)
     from runtime.jobmanager.scheduler.default import DefaultScheduler
 
     return DefaultScheduler(host, job_graph, clock)

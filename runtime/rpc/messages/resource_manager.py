@@ -60,6 +60,8 @@ class ResourceRequirement(Message):
     # the least that lets the job make progress (a batch job's widest region; None: `count`): a
     # cluster that can give that many is fit for the job, and it gets up to `count` as it can
     min_count: int | None = Field(None, ge=0)
+    # reactive mode: the slots above `least` are taken only from free slots, no TaskManager is started for them
+    elastic: bool = False
 
     @property
     def least(self) -> int:

@@ -219,12 +219,14 @@ def test_a_lost_blocking_partition_makes_its_producer_run_again(host: FakeHost) 
     assert s.status.state is JobStatus.RUNNING
 
 
-def test_a_streaming_job_asking_for_the_adaptive_scheduler_is_refused_by_name(host: FakeHost) -> None:
-    from runtime.core.errors import ConfigurationError
+def test_the_scheduler_is_chosen_by_its_key_and_batch_keeps_the_default(host: FakeHost) -> None:
+    from runtime.jobmanager.scheduler.adaptive.scheduler import AdaptiveScheduler
 
-    for key, value in (("jobmanager.scheduler", "adaptive"), ("scheduler-mode", "reactive")):
-        with pytest.raises(ConfigurationError, match=f"{key}: {value}: the adaptive scheduler is not available"):
-            create_scheduler(host, _graph(**{key: value}))
+    assert isinstance(create_scheduler(host, _graph()), DefaultScheduler)
+    adaptive = create_scheduler(host, _graph(**{"jobmanager.scheduler": "adaptive"}))
+    assert isinstance(adaptive, AdaptiveScheduler) and not adaptive.reactive
+    reactive = create_scheduler(host, _graph(**{"scheduler-mode": "reactive"}))
+    assert isinstance(reactive, AdaptiveScheduler) and reactive.reactive
     batch = create_scheduler(host, _graph(JobType.BATCH, **{"jobmanager.scheduler": "adaptive"}))
     assert isinstance(batch, DefaultScheduler)  # batch jobs keep the default scheduler, as in Flink
 

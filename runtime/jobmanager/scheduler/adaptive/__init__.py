@@ -1,0 +1,1 @@
+"""The adaptive scheduler (Flink: AdaptiveScheduler): a streaming job's parallelism follows its slots."""
