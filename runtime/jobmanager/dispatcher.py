@@ -119,11 +119,16 @@ class Dispatcher(RpcEndpoint):
         """Refuse a job the cluster could never run (too many slots, or a slot no TaskManager may be that big).
         A batch job needs only its widest region's slots: its regions run one after another."""
         from runtime.core.errors import RpcError
+        from runtime.jobmanager.scheduler.ng import adaptive_scheduling
         from runtime.jobmanager.scheduler.slot_sharing import least_resource_requirements
 
+        requirements = least_resource_requirements(job_graph)
+        if adaptive_scheduling(job_graph):
+            # the adaptive scheduler runs at what it gets: the cluster must hold its minimum (one slot per group)
+            requirements = [r.model_copy(update={"min_count": 1}) for r in requirements]
         msg = m.ResourceRequirements(
             job_id=job_graph.job_id, job_master_endpoint=gw.job_master_endpoint(job_graph.job_id),
-            job_name=job_graph.job_name, requirements=least_resource_requirements(job_graph),
+            job_name=job_graph.job_name, requirements=requirements,
         )
         try:
             ack: m.Ack = await self.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER).check_job_requirements(msg, timeout=10)
@@ -278,6 +283,20 @@ class Dispatcher(RpcEndpoint):
     @rpc_method
     async def request_checkpoint_statistics(self, msg: m.JobIdMessage) -> m.CheckpointStatisticsMessage:
         return await self._from_job_master(msg, "checkpoint_statistics")
+
+    @rpc_method
+    async def request_job_resource_requirements(self, msg: m.JobIdMessage) -> m.JobResourceRequirements:
+        entry = self._entry(msg.job_id)
+        if entry.result is not None:
+            raise JobNotRunningError(f"job {msg.job_id} already ended {entry.result.status.name}: it has no resource requirements")
+        return await self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id).request_resource_requirements(m.Empty(), timeout=10)
+
+    @rpc_method
+    async def update_job_resource_requirements(self, msg: m.JobResourceRequirements) -> m.Ack:
+        entry = self._entry(msg.job_id)
+        if entry.result is not None:
+            raise JobNotRunningError(f"job {msg.job_id} already ended {entry.result.status.name}: its resource requirements cannot change")
+        return await self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id).update_resource_requirements(msg, timeout=10)
 
     @rpc_method
     async def request_job_details(self, msg: m.JobIdMessage) -> m.JobDetailsMessage:

@@ -198,5 +198,26 @@ class JobMaster(RpcEndpoint):
     async def request_checkpoint_statistics(self, msg: m.Empty | None = None) -> m.CheckpointStatisticsMessage:
         return self._publish("checkpoint_statistics")
 
+    # --- resource requirements (Flink 1.18: /jobs/:jobid/resource-requirements) ----------------
+    @rpc_method
+    async def request_resource_requirements(self, msg: m.Empty | None = None) -> m.JobResourceRequirements:
+        return m.JobResourceRequirements(job_id=self.job_id, requirements=self.scheduler.job_resource_requirements(), scheduler=self.scheduler.name)
+
+    @rpc_method
+    async def update_resource_requirements(self, msg: m.JobResourceRequirements) -> m.Ack:
+        """New per-vertex parallelism bounds; refused (ok=False, naming each problem) under the default scheduler or when wrong."""
+        from runtime.jobmanager.scheduler.adaptive.scheduler import AdaptiveScheduler, validate_requirements
+
+        if not isinstance(self.scheduler, AdaptiveScheduler):
+            return m.Ack(ok=False, message=(
+                f"job {self.job_id} runs under the {self.scheduler.name} scheduler, whose parallelism is fixed: submit it with "
+                "jobmanager.scheduler: adaptive to change its resource requirements (or stop it with a savepoint and run -s -p N)"
+            ))
+        problems = validate_requirements(self.job_graph, msg.requirements)
+        if problems:
+            return m.Ack(ok=False, message="; ".join(problems))
+        self.scheduler.update_resource_requirements(msg.requirements)
+        return m.Ack()
+
     async def _refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
         await self.scheduler.refresh_task_metrics(timeout_s)

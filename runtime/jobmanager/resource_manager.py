@@ -244,6 +244,27 @@ class ResourceManager(RpcEndpoint):
         )
 
     @rpc_method
+    async def set_task_manager_count(self, msg: m.TaskManagerCount) -> m.Ack:
+        """Run exactly this many TaskManagers (millrace cluster scale): start the missing ones, release
+        the surplus (idle ones first; a busy one's jobs lose its slots: a reactive job scales down,
+        another fails over). From now on it is both the minimum and the maximum."""
+        n = msg.task_managers
+        sm = self.slot_manager
+        sm.min_task_managers = n
+        sm.max_task_managers = n
+        registered = list(sm.task_managers.values())
+        surplus = len(registered) + len(sm.pending_task_managers) - n
+        for tm_id in list(sm.pending_task_managers)[: max(0, surplus)]:
+            self._release_now(tm_id, f"the cluster was scaled to {n} TaskManager(s)")
+            surplus -= 1
+        # idle ones first, then the newest (the longest-running keep their work)
+        for tmr in sorted(registered, key=lambda t: (not t.is_idle, -registered.index(t)))[: max(0, surplus)]:
+            self._tm_lost(tmr.tm_id, f"the cluster was scaled to {n} TaskManager(s)")
+        log.info("[ResourceManager] scaled to %d TaskManager(s) (%d registered, %d starting)", n, len(sm.task_managers), len(sm.pending_task_managers))
+        self._check_resources()
+        return m.Ack(message=f"scaling to {n} TaskManager(s)")
+
+    @rpc_method
     async def resource_status(self, msg: m.Empty | None = None) -> m.ResourceStatus:
         """Why slots may be short: TaskManager starts failing in a row, and the last cause."""
         return m.ResourceStatus(

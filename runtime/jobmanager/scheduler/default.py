@@ -987,6 +987,9 @@ class DefaultScheduler:
     def set_current_slot(self, vertex_id: ExecutionVertexID, slot: PhysicalSlot) -> None:
         self.placement[vertex_id] = slot
 
+    def job_resource_requirements(self) -> dict[str, m.VertexParallelismBounds]:
+        return {jv.id: m.VertexParallelismBounds(lower_bound=jv.parallelism, upper_bound=jv.parallelism) for jv in self.job_graph.vertices}
+
     # --- views (pure functions of a snapshot: views.py) -------------------------------------------
     async def refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
         """Ask every TaskExecutor running our tasks for their metrics, in parallel; a silent one keeps the last known."""

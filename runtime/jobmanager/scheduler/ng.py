@@ -113,22 +113,33 @@ class SchedulerNG(Protocol):
 
     def result(self) -> m.JobResultMessage: ...
 
+    def job_resource_requirements(self) -> dict[str, m.VertexParallelismBounds]:
+        """Each job vertex's parallelism bounds (the default scheduler: its fixed parallelism as both)."""
+        ...
+
     async def refresh_task_metrics(self, timeout_s: float = 2.0) -> None:
         """Ask the TaskExecutors running the job's tasks for their metrics (REST's job details)."""
         ...
 
 
-def create_scheduler(host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> SchedulerNG:
-    """The scheduler `jobmanager.scheduler` names (Flink: DefaultSlotPoolServiceSchedulerFactory)."""
+def adaptive_scheduling(job_graph: JobGraph) -> tuple[bool, bool] | None:
+    """(adaptive, reactive) if `job_graph` runs under the adaptive scheduler, else None."""
     from runtime.core.options import jobmanager as jobmanager_options
     from runtime.graph.job_graph import JobType
 
-    kind = jobmanager_options.SCHEDULER.get(job_graph.config)
     reactive = jobmanager_options.SCHEDULER_MODE.get(job_graph.config) == "reactive"
-    if (kind == "adaptive" or reactive) and job_graph.job_type is JobType.STREAMING:
+    if (jobmanager_options.SCHEDULER.get(job_graph.config) == "adaptive" or reactive) and job_graph.job_type is JobType.STREAMING:
+        return True, reactive
+    return None
+
+
+def create_scheduler(host: SchedulerHost, job_graph: JobGraph, clock: Callable[[], float] = time.time) -> SchedulerNG:
+    """The scheduler `jobmanager.scheduler` names (Flink: DefaultSlotPoolServiceSchedulerFactory)."""
+    adaptive = adaptive_scheduling(job_graph)
+    if adaptive is not None:
         from runtime.jobmanager.scheduler.adaptive.scheduler import AdaptiveScheduler
 
-        return AdaptiveScheduler(host, job_graph, clock, reactive=reactive)
+        return AdaptiveScheduler(host, job_graph, clock, reactive=adaptive[1])
     from runtime.jobmanager.scheduler.default import DefaultScheduler
 
     return DefaultScheduler(host, job_graph, clock)

@@ -2,7 +2,7 @@
 requests, TaskManager loss, and the job's views (details, exceptions) (Flink: JobMasterGateway)."""
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from runtime.core.states import ExecutionState, JobStatus
 from runtime.rpc.deployment import DataAddress
@@ -130,6 +130,27 @@ class RegionDetails(Message):
     subtasks: list[str]  # "<vertex name> (i/p)"
     blocking_inputs: int = 0  # blocking partitions it reads
     blocking_inputs_committed: int = 0
+
+
+class VertexParallelismBounds(Message):
+    """One vertex's resource requirement (Flink 1.18's JobResourceRequirements: a parallelism range)."""
+
+    lower_bound: int = Field(1, ge=1)
+    upper_bound: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> VertexParallelismBounds:
+        if self.lower_bound > self.upper_bound:
+            raise ValueError(f"lower bound {self.lower_bound} is above upper bound {self.upper_bound}")
+        return self
+
+
+class JobResourceRequirements(Message):
+    """A job's per-vertex parallelism bounds (GET/PUT /jobs/{id}/resource-requirements)."""
+
+    job_id: str
+    requirements: dict[str, VertexParallelismBounds] = Field(default_factory=dict)  # job vertex id -> bounds
+    scheduler: str = "default"
 
 
 class RescaleEvent(Message):

@@ -73,6 +73,12 @@ class ResourceRequirement(Message):
         return f"{self.count} slot(s){at_least} of {what} for slot sharing group '{self.slot_sharing_group}'"
 
 
+class TaskManagerCount(Message):
+    """How many default TaskManagers the cluster should run (millrace cluster scale; reactive mode follows)."""
+
+    task_managers: int = Field(ge=0, le=10_000)
+
+
 class ResourceRequirements(Message):
     """JM -> RM: what this job needs now, per slot sharing group and profile (an empty list clears).
 

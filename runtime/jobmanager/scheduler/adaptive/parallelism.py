@@ -9,20 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field, model_validator
-
-
-class VertexParallelismBounds(BaseModel):
-    """One vertex's resource requirement (Flink 1.18's JobResourceRequirements: lower and upper bound)."""
-
-    lower_bound: int = Field(1, ge=1)
-    upper_bound: int = Field(ge=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> VertexParallelismBounds:
-        if self.lower_bound > self.upper_bound:
-            raise ValueError(f"lower bound {self.lower_bound} is above upper bound {self.upper_bound}")
-        return self
+from runtime.rpc.messages import VertexParallelismBounds  # the bounds travel in RPC and REST
 
 
 @dataclass(frozen=True)
@@ -31,6 +18,9 @@ class VertexSlots:
     slot_sharing_group: str
     lower: int
     upper: int
+
+
+__all__ = ["VertexParallelismBounds", "VertexSlots", "desired_slots", "determine_parallelism", "minimum_slots"]
 
 
 def minimum_slots(vertices: Sequence[VertexSlots]) -> int:

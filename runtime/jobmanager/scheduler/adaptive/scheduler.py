@@ -507,7 +507,7 @@ class AdaptiveScheduler:
         return m.Ack()
 
     # --- resource requirements (Flink 1.18: /jobs/:jobid/resource-requirements) ---------------------------
-    def resource_requirements(self) -> dict[str, VertexParallelismBounds]:
+    def job_resource_requirements(self) -> dict[str, VertexParallelismBounds]:
         return dict(self.requirements)
 
     def update_resource_requirements(self, requirements: dict[str, VertexParallelismBounds]) -> None:
