@@ -172,6 +172,10 @@ class Task:
         # backpressure ratio sampling (touched only by the TaskExecutor's thread): (time ns, backpressured ns)
         self._bp_sample: tuple[int, int] = (time.monotonic_ns(), 0)
         self._bp_ratio = 0.0
+        # idle: the task thread waited for input (a source for its schedule, an input gate for data)
+        self.idle_ns = 0
+        self._busy_sample: tuple[int, int, int] = (time.monotonic_ns(), 0, 0)  # (when, idle ns, backpressured ns)
+        self._busy_ratio = 0.0
         self.log = _LogAdapter(log, tdd.job_id, f"{tdd.task_name_with_subtask} @ {tm_id}")
         target = self._run_profiled if os.environ.get(PROFILE_DIR_ENV) else self._run
         self.thread = threading.Thread(target=target, name=f"task-{tdd.task_name_with_subtask}", daemon=True)
@@ -262,6 +266,28 @@ class Task:
             self._bp_ratio = min(1.0, max(0.0, (total - last_total) / (now - last_t)))
             self._bp_sample = (now, total)
         return total // 1_000_000, self._bp_ratio
+
+    def idle_total_ns(self) -> int:
+        gate = self._gate
+        return self.idle_ns + (gate.wait_ns if gate is not None else 0)
+
+    def busy_sample(self, min_interval_s: float = 0.2) -> float:
+        """Share of the time since the previous sample this task's thread was busy: neither waiting
+        for input nor blocked on full outputs (Flink's busyTimeMsPerSecond / 1000). Like
+        backpressure_sample: one calling thread, a too-short interval repeats the last ratio."""
+        now, idle, bp = time.monotonic_ns(), self.idle_total_ns(), self.backpressured_ns()
+        last_t, last_idle, last_bp = self._busy_sample
+        if now - last_t >= min_interval_s * 1e9:
+            elapsed = now - last_t
+            self._busy_ratio = min(1.0, max(0.0, 1.0 - (idle - last_idle) / elapsed - (bp - last_bp) / elapsed))
+            self._busy_sample = (now, idle, bp)
+        return self._busy_ratio
+
+    def _idle(self, seconds: float) -> None:
+        """Sleep on the task thread, counted as idle time."""
+        started = time.monotonic_ns()
+        time.sleep(seconds)
+        self.idle_ns += time.monotonic_ns() - started
 
     def _run_profiled(self) -> None:
         """Development aid: the task under cProfile, written to $MILLRACE_PROFILE_DIR/<task>.prof."""
@@ -458,7 +484,7 @@ class Task:
             # emits (a periodic watermark would fire windows after their snapshot; Flink quiesces
             # the timer service); an ended input waits for its savepoint
             if self._held_for_savepoint is not None or self._at_end_of_input:
-                time.sleep(0.005)
+                self._idle(0.005)
                 continue
             mailbox.run_due()
             try:
@@ -476,7 +502,7 @@ class Task:
                 self.log.info("end of input: holding for the final savepoint")
                 continue
             if status is InputStatus.NOTHING_AVAILABLE:
-                time.sleep(mailbox.seconds_until_next(0.01))
+                self._idle(mailbox.seconds_until_next(0.01))
         if canceled.is_set():
             return
         # a bounded source ends event time (Flink's SourceOperator emits MAX_WATERMARK at the end)

@@ -345,7 +345,7 @@ class TaskExecutor(RpcEndpoint):
             entries.append(
                 m.TaskMetricsEntry(
                     attempt_id=attempt_id, state=task.state, metrics=task.metrics_snapshot(),
-                    backpressured_ms=backpressured_ms, backpressure_ratio=ratio,
+                    backpressured_ms=backpressured_ms, backpressure_ratio=ratio, busy_ratio=task.busy_sample(),
                 )
             )
         return m.TaskMetricsReport(tm_id=self.tm_id, tasks=entries)

@@ -133,6 +133,7 @@ class DefaultScheduler:
         self.placement: dict[ExecutionVertexID, PhysicalSlot] = {}
         self.metrics: dict[str, m.TaskMetricsSnapshot] = {}
         self.backpressure: dict[str, tuple[int, float]] = {}
+        self.busy: dict[str, float] = {}  # attempt id -> busy ratio of the last metrics interval
         self.failure: m.ErrorInfo | None = None
         self.accumulators: dict[str, Any] = {}
         self.exception_history: list[ExceptionHistoryEntry] = []
@@ -1020,11 +1021,12 @@ class DefaultScheduler:
                     continue
                 s.metrics[entry.attempt_id] = entry.metrics
                 s.backpressure[entry.attempt_id] = (entry.backpressured_ms, entry.backpressure_ratio)
+                s.busy[entry.attempt_id] = entry.busy_ratio
 
     def snapshot(self) -> views.JobSnapshot:
         return views.take_snapshot(
             self.eg, job_name=self.job_graph.job_name, status=self.status.state, start_time=self.start_time,
-            end_time=self.end_time, now=self.clock(), failure=self.failure, metrics=self.metrics, backpressure=self.backpressure,
+            end_time=self.end_time, now=self.clock(), failure=self.failure, metrics=self.metrics, backpressure=self.backpressure, busy=self.busy,
             is_committed=self.partitions.is_committed if self.partitions is not None else None,
             exceptions=tuple(views.ExceptionView(e.timestamp_ms, e.error, e.restarted_tasks, e.global_failure, tuple(e.concurrent))
                              for e in self.exception_history),

@@ -31,6 +31,7 @@ class AttemptView:
     backpressured_ms: int
     backpressure_ratio: float
     failure: m.ErrorInfo | None
+    busy_ratio: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class JobSnapshot:
 
 
 def _attempt(ev: ExecutionVertex, ex: Execution, metrics: Mapping[str, m.TaskMetricsSnapshot],
-             backpressure: Mapping[str, tuple[int, float]]) -> AttemptView:
+             backpressure: Mapping[str, tuple[int, float]], busy: Mapping[str, float]) -> AttemptView:
     slot = ex.assigned_resource if isinstance(ex.assigned_resource, PhysicalSlot) else None
     bp_ms, bp_ratio = backpressure.get(ex.attempt_id, (0, 0.0))
     return AttemptView(
@@ -98,6 +99,7 @@ def _attempt(ev: ExecutionVertex, ex: Execution, metrics: Mapping[str, m.TaskMet
         metrics=metrics.get(ex.attempt_id), backpressured_ms=bp_ms,
         backpressure_ratio=0.0 if ex.state.is_terminal else bp_ratio,
         failure=ex.failure_info if isinstance(ex.failure_info, m.ErrorInfo) else None,
+        busy_ratio=0.0 if ex.state.is_terminal else busy.get(ex.attempt_id, 0.0),
     )
 
 
@@ -112,18 +114,20 @@ def take_snapshot(
     failure: m.ErrorInfo | None,
     metrics: Mapping[str, m.TaskMetricsSnapshot],
     backpressure: Mapping[str, tuple[int, float]],
+    busy: Mapping[str, float] | None = None,
     is_committed: Callable[[str], bool] | None = None,
     **rest: Any,
 ) -> JobSnapshot:
     """Copy what the views need out of the live ExecutionGraph (on the scheduler's main thread)."""
+    busy = busy or {}
     vertices = []
     for ejv in eg.job_vertices:
         subtasks = []
         for ev in ejv.task_vertices:
             ex = ev.current_execution
             subtasks.append(SubtaskView(
-                current=_attempt(ev, ex, metrics, backpressure),
-                speculative=tuple(_attempt(ev, s, metrics, backpressure) for s in ev.speculative_executions),
+                current=_attempt(ev, ex, metrics, backpressure, busy),
+                speculative=tuple(_attempt(ev, s, metrics, backpressure, busy) for s in ev.speculative_executions),
                 running_since=ex.state_timestamps.get(ExecutionState.RUNNING),
             ))
         vertices.append(VertexView(
@@ -151,7 +155,7 @@ def _subtask_details(a: AttemptView) -> m.SubtaskDetails:
         subtask_index=a.subtask_index, state=a.state, attempt_number=a.attempt_number, attempt_id=a.attempt_id,
         tm_id=a.tm_id, host=a.host, state_timestamps_ms=dict(a.state_timestamps_ms),
         metrics=a.metrics or m.TaskMetricsSnapshot(), backpressured_ms=a.backpressured_ms,
-        backpressure_ratio=a.backpressure_ratio, failure=a.failure,
+        backpressure_ratio=a.backpressure_ratio, busy_ratio=a.busy_ratio, failure=a.failure,
     )
 
 

@@ -107,6 +107,7 @@ class SubtaskDetails(Message):
     metrics: TaskMetricsSnapshot = Field(default_factory=TaskMetricsSnapshot)
     backpressured_ms: int = 0
     backpressure_ratio: float = 0.0
+    busy_ratio: float = 0.0  # share of the last metrics interval the task was busy (neither idle nor backpressured)
     failure: ErrorInfo | None = None
     # speculative execution: the subtask's other attempts that ran beside this one (Flink's REST:
     # other-concurrent-attempts); each without further nesting

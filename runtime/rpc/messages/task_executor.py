@@ -62,6 +62,7 @@ class TaskMetricsEntry(Message):
     metrics: TaskMetricsSnapshot = Field(default_factory=TaskMetricsSnapshot)
     backpressured_ms: int = 0  # total time the task thread waited for room in its output (Flink: backPressuredTimeMs)
     backpressure_ratio: float = 0.0  # share of the interval since the previous request spent waiting, 0..1
+    busy_ratio: float = 0.0  # share of that interval neither idle (waiting for input) nor backpressured (Flink: busyTimeMsPerSecond / 1000)
 
 
 class TaskMetricsReport(Message):

@@ -19,11 +19,11 @@ import time
 from collections.abc import Iterator
 
 from runtime.core.checkpoint import CheckpointBarrier
+from runtime.core.errors import StorageError
 from runtime.core.records import END_OF_PARTITION, EndOfPartition, RecordBatch, StreamElement, Watermark
 from runtime.rpc.deployment import BlockingFileSlice
 from runtime.rpc.messages import ProducedBlockingPartition
 from runtime.storage.blocking_results import BlockingResultWriter, read_payloads
-from runtime.core.errors import StorageError
 from runtime.taskmanager.network.errors import BlockingPartitionMissingError, PartitionError, PartitionReleasedError
 from runtime.taskmanager.network.input import InputChannel, InputGate
 from runtime.taskmanager.network.partition import ResultPartitionID, estimate_nbytes

@@ -159,6 +159,7 @@ class InputGate:
         self.name = name
         self.channels: list[InputChannel] = []
         self._cond = threading.Condition(threading.Lock())
+        self.wait_ns = 0  # time the consuming thread waited for input (the task's idle time; read by metrics)
         self._available: deque[InputChannel] = deque()
         self._error: BaseException | None = None
         self._num_finished = 0
@@ -236,7 +237,9 @@ class InputGate:
                             wake = min(wake, d + 0.001)
                     if now >= deadline:
                         return None
+                    waited = time.monotonic_ns()
                     self._cond.wait(wake - now)
+                    self.wait_ns += time.monotonic_ns() - waited
             try:
                 element, more = ch.get_next()
             except BaseException as e:

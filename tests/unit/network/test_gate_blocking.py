@@ -38,7 +38,7 @@ def values(el: Any) -> list[int]:
     return [int(v) for v in el.columns["i"]]
 
 
-def wait_until(cond, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+def wait_until(cond, timeout: float = 5.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > end:
@@ -246,12 +246,24 @@ def test_blocked_remote_channel_returns_no_credit_until_unblocked() -> None:
         time.sleep(0.02)
         assert conn.credits == []  # the producer stays without credit: it cannot send more data
         gate.unblock_all()
-        got = [gate.poll_next(1.0) for _ in range(3)]
-        assert [value(e) for _, e in got[:2]] == [0, 1]  # type: ignore[index]
-        assert got[2] == (0, CheckpointBarrier(1, 0))
+        first, second, third = (gate.poll_next(1.0) for _ in range(3))
+        assert first is not None and second is not None
+        assert [value(first[1]), value(second[1])] == [0, 1]
+        assert third == (0, CheckpointBarrier(1, 0))
         wait_until(lambda: sum(conn.credits) == 2)  # one credit per consumed batch, none for the event
         gate.close()
     finally:
         loop.call_soon_threadsafe(loop.stop)
         lt.join(5)
         loop.close()
+
+
+def test_the_gate_counts_the_time_its_consumer_waited_for_input() -> None:
+    """The task's idle time (its busy ratio is 1 - idle - backpressured) includes every wait for data."""
+    gate, parts = local_gate(1)
+    assert gate.poll_next(0.05) is None  # nothing produced yet: a full wait
+    waited = gate.wait_ns
+    assert waited >= 40_000_000
+    parts[0].add(0, batch(1))
+    assert gate.poll_next(1.0) is not None  # data there: no further wait
+    assert gate.wait_ns == waited
