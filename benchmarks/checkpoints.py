@@ -109,7 +109,10 @@ def run(cluster: MiniCluster, backend: str, keys: int, events: int, interval_ms:
         out["max_checkpoint_committed_s"] = round(max(committed) / 1000, 3) if full else None
         out["state_bytes"] = max((e["state_size"] for e in done), default=0)  # the largest: a full one
         out["median_checkpoint_bytes"] = int(statistics.median(e["state_size"] for e in full)) if full else 0
-        for part, field in (("sync", "max_sync_duration"), ("async", "max_async_duration"), ("alignment", "max_alignment_duration"), ("start_delay", "max_start_delay")):
+        durations = (
+            ("sync", "max_sync_duration"), ("async", "max_async_duration"), ("alignment", "max_alignment_duration"), ("start_delay", "max_start_delay"),
+        )
+        for part, field in durations:
             out[f"{part}_s"] = round(statistics.median(e[field] for e in full) / 1000, 3) if full else None
     return out
 

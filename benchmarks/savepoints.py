@@ -60,7 +60,10 @@ def job(keys: int, events: int, parallelism: int, backend: str, tmp: str, sink_f
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
     (
-        env.from_source(DataGeneratorSource(KeyOf(keys), events, rate_limiter_strategy=RateLimiterStrategy.per_second(events / RUN_SECONDS)), WatermarkStrategy.no_watermarks(), "records").uid("records")
+        env.from_source(
+            DataGeneratorSource(KeyOf(keys), events, rate_limiter_strategy=RateLimiterStrategy.per_second(events / RUN_SECONDS)),
+            WatermarkStrategy.no_watermarks(), "records",
+        ).uid("records")
         .key_by(lambda r: r[0])
         .reduce(lambda a, b: (a[0], a[1] + b[1])).uid("sum per key")
         .add_sink(LastValuePerKey(sink_folder)).uid("last sum per key")
@@ -105,8 +108,11 @@ def stop_with_savepoint(cluster: MiniCluster, job_id: str, target: str) -> tuple
 
 
 def cancel(cluster: MiniCluster, job_id: str) -> None:
+    def status() -> str:
+        return cluster.dispatcher_gateway().call_sync("request_job_status", m.JobIdMessage(job_id=job_id), timeout=30).status.value
+
     cluster.dispatcher_gateway().call_sync("cancel_job", m.JobIdMessage(job_id=job_id), timeout=30)
-    while cluster.dispatcher_gateway().call_sync("request_job_status", m.JobIdMessage(job_id=job_id), timeout=30).status.value not in ("CANCELED", "FINISHED", "FAILED"):
+    while status() not in ("CANCELED", "FINISHED", "FAILED"):
         time.sleep(0.1)
 
 
@@ -120,7 +126,8 @@ def run_pair(cluster: MiniCluster, keys: int, p_from: int, p_to: int, backend: s
             time.sleep(0.2)
         location, _ = stop_with_savepoint(cluster, client.job_id, f"{tmp}/savepoints")
         client.get_job_execution_result(timeout=600)
-        stats = json.loads(cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=client.job_id), timeout=30).statistics_json)
+        stats_message = cluster.dispatcher_gateway().call_sync("request_checkpoint_statistics", m.JobIdMessage(job_id=client.job_id), timeout=30)
+        stats = json.loads(stats_message.statistics_json)
         sp = next(e for e in stats["history"] if e["is_savepoint"] and e["status"] == "COMPLETED")
         restored = cluster.submit(job(keys, events, p_to, backend, tmp, folders[1], savepoint=location))
         restore_s = wait_all_running(cluster, restored.job_id)

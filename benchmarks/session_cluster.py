@@ -31,6 +31,8 @@ from measure import CpuMeter
 
 from runtime.api.common.typeinfo import Types
 from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.api.execution import StatusListener
+from runtime.core.states import JobStatus
 from runtime.deploy.cluster_entrypoint import ClusterConfig
 from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
 from runtime.deploy.remote import rest_client
@@ -41,7 +43,13 @@ JOB_EVENTS = 100
 def small_job(parallelism: int):
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
-    env.from_collection(list(range(JOB_EVENTS)), type_info=Types.LONG()).map(lambda x: x * 2, output_type=Types.LONG()).key_by(lambda x: x % 3).reduce(lambda a, b: a + b).print()
+    (
+        env.from_collection(list(range(JOB_EVENTS)), type_info=Types.LONG())
+        .map(lambda x: x * 2, output_type=Types.LONG())
+        .key_by(lambda x: x % 3)
+        .reduce(lambda a, b: a + b)
+        .print()
+    )
     return env.get_job_graph("small job")
 
 
@@ -77,6 +85,15 @@ def session_latencies(client, jobs: int, parallelism: int, jm_pid: int) -> list[
     return out
 
 
+def _status_times(seen: dict[str, float], t0: float) -> StatusListener:
+    """A status listener noting, into this run's `seen`, the seconds from `t0` to each status's first report."""
+
+    def on_status(_job_id: str, status: JobStatus, _cause: str | None) -> None:
+        seen.setdefault(status.name, time.perf_counter() - t0)
+
+    return on_status
+
+
 def embedded_latencies(runs: int, parallelism: int, provider: str) -> list[dict]:
     """`millrace run` without a cluster: a JobManager and TaskManagers per job (Spark already up)."""
     from runtime.deploy.embedded import EmbeddedExecutor
@@ -93,7 +110,7 @@ def embedded_latencies(runs: int, parallelism: int, provider: str) -> list[dict]
         seen: dict[str, float] = {}
         with CpuMeter.process_tree() as cpu:
             t0 = time.perf_counter()
-            client = EmbeddedExecutor(provider=provider).execute(job_graph, lambda _j, st, _c: seen.setdefault(st.name, time.perf_counter() - t0))
+            client = EmbeddedExecutor(provider=provider).execute(job_graph, _status_times(seen, t0))
             result = client.get_job_execution_result(timeout=300)
             total = time.perf_counter() - t0
         row = {"config": "embedded (baseline)", "job": i, "submit_to_running_s": round(seen.get("RUNNING", total), 4),
@@ -135,7 +152,10 @@ def main() -> None:
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
     t0 = time.perf_counter()
-    proc, endpoint = start_cluster_process(ClusterConfig(home=str(home), provider=args.provider, task_managers=args.parallelism, max_task_managers=args.parallelism + 2, idle_timeout_s=None, log_level="WARNING"))
+    proc, endpoint = start_cluster_process(ClusterConfig(
+        home=str(home), provider=args.provider, task_managers=args.parallelism, max_task_managers=args.parallelism + 2, idle_timeout_s=None,
+        log_level="WARNING",
+    ))
     client = rest_client(endpoint)
     while len(client.task_managers()) < args.parallelism:
         time.sleep(0.05)

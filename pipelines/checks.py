@@ -83,7 +83,9 @@ def latest_table_location(context: Any, asset_key: AssetKey, warehouse: DeltaWar
 
 
 def _no_table(path: str) -> AssetCheckResult:
-    return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, metadata={"delta_table": MetadataValue.path(path), "summary": "no Delta table there"})
+    return AssetCheckResult(
+        passed=False, severity=AssetCheckSeverity.ERROR, metadata={"delta_table": MetadataValue.path(path), "summary": "no Delta table there"}
+    )
 
 
 def table_checks(asset_key: AssetKey, spec: TableSpec) -> list[AssetChecksDefinition]:

@@ -4,7 +4,8 @@ Resources:
 - `spark`: SparkResource (Delta configured, started lazily); its config can be set at launch.
 - `millrace`: MillraceClusterResource in embedded mode (per-job cluster in the run process,
   TaskManagers on Spark executors; set `provider: local` at launch for local processes), used by
-  the assets (daily_events / running_totals are the savepoint backfill, pipelines/daily_totals.py). Switch it to `mode: session` to run them on a session cluster instead.
+  the assets (daily_events / running_totals are the savepoint backfill, pipelines/daily_totals.py).
+  Switch it to `mode: session` to run them on a session cluster instead.
 - `millrace_session`: MillraceClusterResource in session mode for the streaming jobs (and the live
   running_totals lifecycle, pipelines/live.py); the cluster
   is MILLRACE_URL + MILLRACE_TOKEN when set (EnvVar), else the cluster file under MILLRACE_HOME.

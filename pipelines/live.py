@@ -165,14 +165,18 @@ def dispose_old(registry: SavepointRegistry, keep: int, log: Any) -> list[str]:
 
 
 @op(description="Retention: dispose every registered savepoint but the newest `keep` per job.")
-def dispose_old_savepoints(context: OpExecutionContext, config: LiveSavepointConfig, warehouse: DeltaWarehouseResource, after: list[str] | None = None) -> list[str]:
+def dispose_old_savepoints(
+    context: OpExecutionContext, config: LiveSavepointConfig, warehouse: DeltaWarehouseResource, after: list[str] | None = None
+) -> list[str]:
     disposed = dispose_old(SavepointRegistry(warehouse), config.keep, context.log)
     context.add_output_metadata({"disposed": len(disposed), "paths": "\n".join(disposed) or "none"})
     return disposed
 
 
 @op(description="Stop every running live job with a savepoint (the job FINISHES) and register the savepoint.")
-def stop_live(context: OpExecutionContext, config: LiveSavepointConfig, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource) -> list[str]:
+def stop_live(
+    context: OpExecutionContext, config: LiveSavepointConfig, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource
+) -> list[str]:
     registry = SavepointRegistry(warehouse)
     client = millrace_session.get_client()
     running = live_jobs(millrace_session)
@@ -245,7 +249,9 @@ def millrace_restore_sensor(context: SensorEvaluationContext, millrace_session: 
     state["handled"] = (state["handled"] + [j["jid"] for j in failed])[-100:]
     if len(state["restarts"]) >= RESTARTS_PER_HOUR:
         context.update_cursor(json.dumps(state))
-        context.log.error(f"Millrace job {newest['jid']} '{newest['name']}' FAILED, but {RESTARTS_PER_HOUR} restarts in the last hour already: not restarting it")
+        context.log.error(
+            f"Millrace job {newest['jid']} '{newest['name']}' FAILED, but {RESTARTS_PER_HOUR} restarts in the last hour already: not restarting it"
+        )
         return SkipReason(f"restart limit reached ({RESTARTS_PER_HOUR} per hour)")
     start_day = program.live_start_day(newest["name"]) or ""
     restore = client.latest_checkpoint_path(newest["jid"])

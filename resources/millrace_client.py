@@ -387,9 +387,14 @@ class EmbeddedMillraceClient(MillraceClient):
         return f"embedded cluster ({self.provider} TaskManagers)"
 
     def _remote_status(self, job_id: str) -> JobStatus:
-        raise MillraceError(f"job {job_id} is not running in this process's embedded cluster (was it submitted by this run?)")
+        raise self._not_here(job_id)
 
-    _remote_cancel = _remote_status  # type: ignore[assignment]
+    def _remote_cancel(self, job_id: str) -> None:
+        raise self._not_here(job_id)
+
+    @staticmethod
+    def _not_here(job_id: str) -> MillraceError:
+        return MillraceError(f"job {job_id} is not running in this process's embedded cluster (was it submitted by this run?)")
 
     def list_jobs(self) -> list[dict[str, Any]]:
         return [{"jid": j.job_id, "name": j.job_name, "state": _status_or(j.client, JobStatus.RUNNING).name} for j in self._jobs.values()]

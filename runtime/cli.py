@@ -244,8 +244,8 @@ def _run_application(args: argparse.Namespace, job_args: list[str]) -> int:
         while True:
             info = client.cluster_info()
             for job in client.list_jobs():
-                row = _dump(job)
-                jid, state = row.get("jid") or row.get("id"), row.get("state") or row.get("status")
+                row = _dump(job)  # as on the wire: the state a plain string (the REST models keep enum values)
+                jid, state = str(row["jid"]), str(row["state"])
                 if seen.get(jid) != state:
                     print(f"[{time.time() - started:7.2f}s] job {jid} '{row.get('name', '')}' -> {state}", flush=True)
                     seen[jid] = state
@@ -356,7 +356,8 @@ def _format_checkpoints(cp: Any) -> list[str]:
     lines.extend(savepoint)
     failed = cp.latest.failed
     if failed is not None:
-        lines.append(f"  last failure: #{failed.id} at {_ms(failed.failure_timestamp or failed.trigger_timestamp)}: {_first_line(failed.failure_message or 'no reason given')}")
+        at = _ms(failed.failure_timestamp or failed.trigger_timestamp)
+        lines.append(f"  last failure: #{failed.id} at {at}: {_first_line(failed.failure_message or 'no reason given')}")
     return lines
 
 
@@ -509,12 +510,16 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
     home = millrace_home(args.home)
     if args.cluster_command == "start":
-        cfg = _cluster_config(args, "session", home, host=args.host, rest_port=args.rest_port, idle_timeout_s=args.idle_timeout if args.idle_timeout > 0 else None)
+        idle_timeout_s = args.idle_timeout if args.idle_timeout > 0 else None
+        cfg = _cluster_config(args, "session", home, host=args.host, rest_port=args.rest_port, idle_timeout_s=idle_timeout_s)
         rm = cfg.cluster.resource_manager
         where = cfg.spark_master_url() if cfg.cluster.provider == "spark" else "local processes"
         print(f"Starting a session cluster ({rm.initial_task_managers} TaskManager(s) x {rm.slots_per_tm} slot(s) on {where}) ...", flush=True)
         _, endpoint = start_cluster_process(cfg)
-        print(f"Session cluster running: REST API {endpoint.url}, pid {endpoint.pid}\nCluster file (URL and access token): {home}/cluster.json\nLog: {endpoint.log}")
+        print(
+            f"Session cluster running: REST API {endpoint.url}, pid {endpoint.pid}\n"
+            f"Cluster file (URL and access token): {home}/cluster.json\nLog: {endpoint.log}"
+        )
         return 0
     endpoint = read_cluster_file(home)
     if args.cluster_command == "status":
@@ -543,7 +548,9 @@ def _int_at_least(low: int):
 
 
 def _add_cluster_target(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", default=None, help="REST URL of a running cluster, or its cluster file/folder (default: the session cluster under MILLRACE_HOME)")
+    p.add_argument(
+        "--cluster", default=None, help="REST URL of a running cluster, or its cluster file/folder (default: the session cluster under MILLRACE_HOME)"
+    )
     p.add_argument("--token", default=None, help="access token (default: MILLRACE_TOKEN or the cluster file)")
 
 
@@ -575,7 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="embedded: this process is the JobManager (default without --cluster); session: submit to --cluster; "
                           "per-job: a dedicated JobManager process for this job; application: main() runs in a dedicated JobManager")
     run.add_argument("--detached", "-d", action="store_true", help="submit, print the job id and return (cluster modes)")
-    run.add_argument("--fromSavepoint", "-s", dest="from_savepoint", default=None, metavar="PATH", help="restore the job from this savepoint (or retained checkpoint table)")
+    run.add_argument(
+        "--fromSavepoint", "-s", dest="from_savepoint", default=None, metavar="PATH", help="restore the job from this savepoint (or retained checkpoint table)"
+    )
     run.add_argument("--allow-non-restored-state", "--allowNonRestoredState", "-n", dest="allow_non_restored_state", action="store_true",
                      help="skip savepoint state of operators that are not in the program")
     _add_cluster_target(run)
@@ -595,7 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_target(cancel)
     sp = sub.add_parser("savepoint", help="take a savepoint of a running job, or dispose of one (--dispose PATH)")
     sp.add_argument("job_id", nargs="?", default=None)
-    sp.add_argument("target_directory", nargs="?", default=None, help="folder for the savepoint (default state.savepoints.dir, else <warehouse>/_savepoints/<job name>)")
+    sp.add_argument(
+        "target_directory", nargs="?", default=None, help="folder for the savepoint (default state.savepoints.dir, else <warehouse>/_savepoints/<job name>)"
+    )
     sp.add_argument("--dispose", "-d", default=None, metavar="PATH", help="delete the savepoint at PATH")
     _add_cluster_target(sp)
     state = sub.add_parser("state", help="show the operator state in a checkpoint or savepoint (no Spark needed)")

@@ -38,7 +38,8 @@ def _children_alive(pids: list[int]) -> list[int]:
 @pytest.fixture
 def mini_cluster() -> Iterator[MiniCluster]:
     """A fresh JobManager with on-demand local-process TaskManagers; torn down even on failure."""
-    cluster = MiniCluster(MiniClusterConfig(provider="local", heartbeat_timeout_ms=5000, tm_log_level=os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING"))).start()
+    config = MiniClusterConfig(provider="local", heartbeat_timeout_ms=5000, tm_log_level=os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING"))
+    cluster = MiniCluster(config).start()
     provider = cluster.provider
     try:
         yield cluster

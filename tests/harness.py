@@ -21,7 +21,10 @@ from runtime.core.keygroups import KeyGroupRange, compute_key_group_range_for_op
 from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch, Watermark
 
 if TYPE_CHECKING:
-    from runtime.core.checkpoint import KeyedSnapshot
+    from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot
+
+# every key group of the harness's default max parallelism (128); KeyGroupRange is frozen, so one default serves all
+ALL_KEY_GROUPS = KeyGroupRange(0, 127)
 
 
 class CollectingOutput:
@@ -188,7 +191,7 @@ class Harness:
     def __init__(
         self,
         operator: StreamOperator,
-        key_group_range: KeyGroupRange = KeyGroupRange(0, 127),
+        key_group_range: KeyGroupRange = ALL_KEY_GROUPS,
         max_parallelism: int = 128,
         backend: str = "hashmap",
         now: int = 0,
@@ -230,7 +233,7 @@ class Harness:
         self.op.close()
 
 
-def keyed_entries(snapshot: OperatorSnapshot, key_group_range: KeyGroupRange = KeyGroupRange(0, 127)) -> KeyedSnapshot:
+def keyed_entries(snapshot: OperatorSnapshot, key_group_range: KeyGroupRange = ALL_KEY_GROUPS) -> KeyedSnapshot:
     """A snapshot's keyed state in the canonical form, whatever the backend wrote (a RocksDB
     checkpoint holds its state entries as native files and only its timers as entries)."""
     from runtime.state.rocksdb import native_to_keyed

@@ -68,4 +68,4 @@ def reference_totals(last_day: str, events_per_day: int, first_index: int = 0) -
         cols = event_columns(np.arange(lo, min(end, lo + (1 << 20)), dtype=np.int64), events_per_day)
         events += np.bincount(cols["user_id"], minlength=USERS)
         values += np.bincount(cols["user_id"], weights=cols["value"], minlength=USERS).astype(np.int64)
-    return {u: (int(events[u]), int(values[u])) for u in np.flatnonzero(events)}
+    return {int(u): (int(events[u]), int(values[u])) for u in np.flatnonzero(events)}

@@ -32,7 +32,6 @@ from runtime.core.states import JobStatus
 from runtime.deploy.cluster_file import ClusterEndpoint, remove_cluster_file, write_cluster_file
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.deploy.program import run_program
-from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
 
 log = logging.getLogger("millrace.cluster")
@@ -217,10 +216,13 @@ class ClusterEntrypoint:
         # session mode pre-starts TaskManagers and keeps them; per-job/application ask on demand
         cluster = cfg.cluster if cfg.mode == "session" else cfg.cluster.with_task_managers_on_demand()
         self.cluster = MiniCluster(cluster, spark=self.spark).start()
-        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), self.token, self.hooks,
+        app = create_app(self.cluster.dispatcher_gateway(), self.cluster.resource_manager_gateway(), self.token, self.hooks,
                          max_content_length=cfg.rest_max_content_length)
         self.rest = RestServer(app, host=cfg.cluster.host, port=cfg.rest_port).start()
-        endpoint = ClusterEndpoint(url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"), started_at_ms=self.hooks.started_at_ms)
+        endpoint = ClusterEndpoint(
+            url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"),
+            started_at_ms=self.hooks.started_at_ms,
+        )
         self._stop_if_requested()  # never announce a cluster that is about to stop
         write_cluster_file(endpoint, cfg.home)
         log.info("[cluster] %s cluster ready: REST API at %s, JobManager RPC at %s:%d", cfg.mode, self.rest.url, *self.cluster.address)

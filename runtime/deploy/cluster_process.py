@@ -42,7 +42,9 @@ def start_cluster_process(config: ClusterConfig, timeout_s: float = 180.0, inher
     if path.exists():
         existing = read_cluster_file(home)
         if process_alive(existing.pid):
-            raise ClusterStartError(f"a {existing.mode} cluster is already running at {existing.url} (pid {existing.pid}); stop it first with `millrace cluster stop`")
+            raise ClusterStartError(
+                f"a {existing.mode} cluster is already running at {existing.url} (pid {existing.pid}); stop it first with `millrace cluster stop`"
+            )
         path.unlink()  # left behind by a cluster that died
     log_path = home / f"jobmanager-{config.mode}.log"
     env = dict(os.environ)
@@ -70,9 +72,14 @@ def start_cluster_process(config: ClusterConfig, timeout_s: float = 180.0, inher
                     return proc, endpoint
             code = proc.poll()
             if code is not None:
-                raise ClusterStartError(f"the {config.mode} cluster exited with code {code} before it was ready; its log ({log_path}) ends with:\n{_log_tail(log_path)}")
+                raise ClusterStartError(
+                    f"the {config.mode} cluster exited with code {code} before it was ready; its log ({log_path}) ends with:\n{_log_tail(log_path)}"
+                )
             if time.monotonic() > deadline:
-                raise ClusterStartError(f"the {config.mode} cluster was not ready within {timeout_s:.0f}s and was stopped; its log ({log_path}) ends with:\n{_log_tail(log_path)}")
+                raise ClusterStartError(
+                    f"the {config.mode} cluster was not ready within {timeout_s:.0f}s and was stopped; "
+                    f"its log ({log_path}) ends with:\n{_log_tail(log_path)}"
+                )
             time.sleep(0.1)
     except BaseException:
         # Ctrl-C or SIGTERM (the CLI raises KeyboardInterrupt for both) or a start that failed:

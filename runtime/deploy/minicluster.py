@@ -160,14 +160,20 @@ class MiniCluster:
             return rm
         return rm.model_copy(update={"max_task_manager_profile": machine_task_manager_profile().max_with(rm.default_task_manager_profile)})
 
+    def _running_rpc(self) -> RpcService:
+        if self.rpc is None:
+            raise RuntimeError("the MiniCluster is not running: start() it first (or it was closed)")
+        return self.rpc
+
     @property
     def address(self) -> tuple[str, int]:
-        assert self.rpc is not None
-        return self.rpc.address
+        return self._running_rpc().address
 
     def dispatcher_gateway(self) -> gw.DispatcherGateway:
-        assert self.rpc is not None
-        return self.rpc.gateway(gw.DispatcherGateway, gw.DISPATCHER)
+        return self._running_rpc().gateway(gw.DispatcherGateway, gw.DISPATCHER)
+
+    def resource_manager_gateway(self) -> gw.ResourceManagerGateway:
+        return self._running_rpc().gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER)
 
     def submit_job(self, job_graph: JobGraph) -> str:
         resp: m.JobIdMessage = self.dispatcher_gateway().call_sync("submit_job", m.SubmitJob(job_graph_json=job_graph.model_dump_json()))
@@ -179,8 +185,7 @@ class MiniCluster:
         return DispatcherJobClient(self.dispatcher_gateway(), self.submit_job(job_graph), status_listener, failure_listener)
 
     def task_managers(self) -> list[m.TaskManagerInfo]:
-        assert self.rpc is not None
-        return self.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER).call_sync("list_task_managers", m.Empty()).task_managers
+        return self.resource_manager_gateway().call_sync("list_task_managers", m.Empty()).task_managers
 
     def wait_for_task_managers(self, n: int, timeout: float = 60.0) -> list[m.TaskManagerInfo]:
         deadline = time.monotonic() + timeout

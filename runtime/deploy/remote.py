@@ -23,8 +23,16 @@ class _RestDispatcher:
     def __init__(self, client: RestClusterClient) -> None:
         self.client = client
 
+    _METHODS = frozenset({
+        "request_job_result", "request_job_status", "request_job_history", "request_job_exceptions", "cancel_job", "send_coordination_request",
+    })
+
     def call_sync(self, method: str, arg: Any = None, timeout: float | None = None) -> Any:
+        if method not in self._METHODS:
+            raise NotImplementedError(f"{method} is not available over REST")
         job_id = getattr(arg, "job_id", None)
+        if not isinstance(job_id, str):
+            raise TypeError(f"{method} over REST takes a message with a job_id, got {arg!r}")
         if method == "request_job_result":
             return self.client.job_result(job_id)
         if method == "request_job_status":

@@ -22,7 +22,9 @@ class SparkSessionConfig(BaseModel):
     driver_host: str = Field("127.0.0.1", description="where executors reach the driver; loopback by default")
     extra_conf: dict[str, str] = Field(default_factory=dict)
     log_level: str = "WARN"
-    quiet: bool = Field(True, description="Spark's start-up chatter off (a log4j2 profile of Millrace's), unless $SPARK_CONF_DIR or extraJavaOptions configure log4j")
+    quiet: bool = Field(
+        True, description="Spark's start-up chatter off (a log4j2 profile of Millrace's), unless $SPARK_CONF_DIR or extraJavaOptions configure log4j"
+    )
 
 
 def delta_maven_coordinates() -> str:
@@ -81,7 +83,9 @@ def kill_spark_jvms(grace_s: float = 3.0) -> int:
 
 def _has_log4j_config() -> bool:
     conf_dir = os.environ.get("SPARK_CONF_DIR")
-    return bool(conf_dir) and any((Path(conf_dir) / f).exists() for f in ("log4j2.properties", "log4j2.xml"))
+    if not conf_dir:
+        return False
+    return any((Path(conf_dir) / f).exists() for f in ("log4j2.properties", "log4j2.xml"))
 
 
 def is_loopback_standalone(master: str) -> bool:

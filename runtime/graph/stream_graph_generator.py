@@ -142,7 +142,8 @@ def generate_stream_graph(
                     t.exchange_mode if t.exchange_mode is not ExchangeMode.UNDEFINED else u.exchange_mode,
                     u.output_tag,
                 )
-                for u in resolved[t.input.id]  # type: ignore[union-attr]
+                for inp in t.inputs  # its one input (present: checked above)
+                for u in resolved[inp.id]
             ]
             continue
         if isinstance(t, SideOutputTransformation):
@@ -171,12 +172,8 @@ def generate_stream_graph(
         graph.nodes[node.id] = node
         resolved[t.id] = [_Upstream(node.id)]
 
-        inputs: list[tuple[int, Transformation]] = []
-        if isinstance(t, OneInputTransformation):
-            inputs = [(0, t.input)]  # type: ignore[list-item]
-        elif isinstance(t, TwoInputTransformation):
-            inputs = [(0, t.input1), (1, t.input2)]  # type: ignore[list-item]
-        for type_number, inp in inputs:
+        # a one-input operator's input is number 0; a two-input one's input1 and input2 are 0 and 1 (present: checked above)
+        for type_number, inp in enumerate(t.inputs):
             for up in resolved[inp.id]:
                 graph.add_edge(_make_edge(graph, up, node, type_number))
 

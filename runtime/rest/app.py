@@ -12,6 +12,7 @@ import binascii
 import hmac
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import pydantic
@@ -66,7 +67,7 @@ def _error(status: int, *messages: str, headers: dict[str, str] | None = None) -
     return JSONResponse(status_code=status, content={"errors": list(messages)}, headers=headers)
 
 
-def _describe_validation(errors: list[dict[str, Any]], what: str) -> str:
+def _describe_validation(errors: Sequence[Mapping[str, Any]], what: str) -> str:
     """A readable one-liner from pydantic/FastAPI errors (locations and reasons, never the input echoed)."""
     parts = []
     for err in errors[:3]:
@@ -94,7 +95,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(400, _describe_validation(list(exc.errors()), "invalid request"))
+        return _error(400, _describe_validation(exc.errors(), "invalid request"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -175,12 +176,13 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    errors = {
+    # FastAPI's `responses`: status code -> OpenAPI response fields
+    errors: dict[int | str, dict[str, Any]] = {
         400: {"model": rm.ErrorResponse, "description": "bad input; the message says what is wrong"},
         401: {"model": rm.ErrorResponse, "description": "missing or wrong cluster token"},
         503: {"model": rm.ErrorResponse, "description": "the JobManager did not answer in time"},
     }
-    not_found = {404: {"model": rm.ErrorResponse, "description": "unknown job"}}
+    not_found: dict[int | str, dict[str, Any]] = {404: {"model": rm.ErrorResponse, "description": "unknown job"}}
     api = APIRouter(dependencies=[Depends(require_token)], responses=errors)
 
     # --- liveness (no token) ---------------------------------------------------------------
@@ -277,7 +279,7 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         except pydantic.ValidationError as e:
             if any(err.get("type") == "json_invalid" for err in e.errors()):
                 raise ApiError(400, f"the request body is not valid JSON: {e.errors()[0].get('msg')}") from None
-            raise ApiError(400, _describe_validation(list(e.errors()), "the body is not a valid JobGraph")) from None
+            raise ApiError(400, _describe_validation(e.errors(), "the body is not a valid JobGraph")) from None
         validate_job_graph(job_graph)  # JobGraphValidationError is a ValueError: 400
         try:
             resp: m.JobIdMessage = await dispatcher.submit_job(m.SubmitJob(job_graph_json=job_graph.model_dump_json()), timeout=SUBMIT_TIMEOUT_S)
@@ -306,7 +308,8 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         return Accepted(message=f"cancellation of job {jobid} requested")
 
     @api.get(
-        "/jobs/{jobid}/execution-result", responses={**not_found, 200: {"model": m.JobResultMessage, "description": "the result; a non-terminal status means: ask again"}},
+        "/jobs/{jobid}/execution-result",
+        responses={**not_found, 200: {"model": m.JobResultMessage, "description": "the result; a non-terminal status means: ask again"}},
         tags=["jobs"], summary="The job's result; long-polls ~5 s (Flink: /jobs/:jobid/execution-result)",
     )
     async def execution_result(jobid: str = _JOB_ID) -> Response:
@@ -339,7 +342,7 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         return rm.JobHistory(history=[rm.JobStatusChange(status=h.status, timestamp=h.start_time_ms, cause=h.job_name or None) for h in hist.jobs])
 
     # --- savepoints (Flink: /jobs/:jobid/savepoints, /jobs/:jobid/stop) ---------------------------
-    conflict = {409: {"model": rm.ErrorResponse, "description": "the job is not running"}}
+    conflict: dict[int | str, dict[str, Any]] = {409: {"model": rm.ErrorResponse, "description": "the job is not running"}}
 
     async def _trigger(jobid: str, target: str | None, stop: bool, drain: bool) -> rm.TriggerResponse:
         trig: m.SavepointTriggerId = await dispatcher.trigger_savepoint(
@@ -368,7 +371,9 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         "/jobs/{jobid}/savepoints/{triggerid}", response_model=rm.SavepointStatusResponse, responses=not_found, tags=["savepoints"],
         summary="Status of a savepoint trigger: IN_PROGRESS, or COMPLETED with a location or a failure cause",
     )
-    async def savepoint_status(jobid: str = _JOB_ID, triggerid: str = Path(description="the trigger id", min_length=1, max_length=64)) -> rm.SavepointStatusResponse:
+    async def savepoint_status(
+        jobid: str = _JOB_ID, triggerid: str = Path(description="the trigger id", min_length=1, max_length=64)
+    ) -> rm.SavepointStatusResponse:
         st: m.SavepointStatus = await dispatcher.request_savepoint_status(m.SavepointStatusRequest(job_id=jobid, trigger_id=triggerid), timeout=CALL_TIMEOUT_S)
         if st.status == "IN_PROGRESS":
             return rm.SavepointStatusResponse(status=rm.QueueStatus(id="IN_PROGRESS"))
@@ -408,5 +413,5 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the generated schema
     return app

@@ -254,7 +254,9 @@ class JobExceptions(RestModel):
     timestamp: int | None = Field(None, description="when the job started failing, ms since the epoch")
     exception_history: ExceptionHistory = Field(alias="exceptionHistory")
     restarts: int = Field(0, description="how often the job (or part of it) was restarted after a failure")
-    restart_strategy: str = Field("", alias="restartStrategy", description="the job's restart strategy, e.g. 'fixed-delay (3 attempts, 1000 ms)'; 'none' when a failure fails the job")
+    restart_strategy: str = Field(
+        "", alias="restartStrategy", description="the job's restart strategy, e.g. 'fixed-delay (3 attempts, 1000 ms)'; 'none' when a failure fails the job"
+    )
 
 
 # --- checkpoints ---------------------------------------------------------------------------------
@@ -269,8 +271,14 @@ class CheckpointStatistics(RestModel):
     is_savepoint: bool = Field(False, description="a savepoint (kept in its own Delta table until disposed), not a checkpoint")
     trigger_timestamp: int = Field(description="when the JobMaster triggered it")
     latest_ack_timestamp: int = Field(-1, description="the latest subtask acknowledgement; -1: none yet")
-    end_to_end_duration: int = Field(0, description="ms from trigger to the last subtask's acknowledgement, as Flink's (or to failure; so far while in progress)")
-    commit_duration: int | None = Field(None, description="ms from the last acknowledgement until the checkpoint was committed to Delta (it exists from then); trigger -> committed is end_to_end_duration + commit_duration")
+    end_to_end_duration: int = Field(
+        0, description="ms from trigger to the last subtask's acknowledgement, as Flink's (or to failure; so far while in progress)"
+    )
+    commit_duration: int | None = Field(
+        None,
+        description="ms from the last acknowledgement until the checkpoint was committed to Delta (it exists from then); "
+        "trigger -> committed is end_to_end_duration + commit_duration",
+    )
     state_size: int = Field(0, description="bytes of state the subtasks wrote")
     num_subtasks: int = Field(0, description="subtasks that take part")
     num_acknowledged_subtasks: int = Field(0, description="subtasks that acknowledged it")
@@ -335,7 +343,10 @@ class JobHistory(RestModel):
 class SavepointTriggerRequest(RestModel):
     """Flink: SavepointTriggerRequestBody / StopWithSavepointRequestBody."""
 
-    target_directory: str | None = Field(None, alias="target-directory", max_length=4096, description="folder for the savepoint; default state.savepoints.dir, else <warehouse>/_savepoints/<job name>")
+    target_directory: str | None = Field(
+        None, alias="target-directory", max_length=4096,
+        description="folder for the savepoint; default state.savepoints.dir, else <warehouse>/_savepoints/<job name>",
+    )
     cancel_job: bool = Field(False, alias="cancel-job", description="stop the job once the savepoint completed (as POST /jobs/{id}/stop)")
 
 

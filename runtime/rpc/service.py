@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 import types
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
@@ -34,6 +34,7 @@ from runtime.rpc import auth, deployment, messages
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 G = TypeVar("G", bound="RpcGateway")  # a gateway Protocol (runtime.rpc.gateways)
+_RpcMethod = TypeVar("_RpcMethod", bound=Callable[..., Coroutine[Any, Any, Any]])  # an endpoint's `async def`, its signature kept
 
 _MAX_FRAME = 512 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
@@ -57,9 +58,9 @@ def _message_types() -> dict[str, type[BaseModel]]:
 _TYPES = _message_types()
 
 
-def rpc_method(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+def rpc_method(fn: _RpcMethod) -> _RpcMethod:
     """Marks an endpoint coroutine as callable through gateways (its gateway Protocol declares it too)."""
-    fn.__rpc__ = True  # type: ignore[attr-defined]
+    fn.__rpc__ = True  # type: ignore[attr-defined]  # a marker on the function object, read by the dispatch table
     return fn
 
 
@@ -167,11 +168,11 @@ class RpcEndpoint:
     def in_main_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
-    def run_async(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+    def run_async(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule a coroutine on this endpoint's main thread (from any thread)."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def run_sync(self, coro: Awaitable[T], timeout: float | None = DEFAULT_TIMEOUT_S) -> T:
+    def run_sync(self, coro: Coroutine[Any, Any, T], timeout: float | None = DEFAULT_TIMEOUT_S) -> T:
         if self.in_main_thread():
             raise RuntimeError(f"{self.endpoint_id}: run_sync from its own main thread would deadlock")
         return self.run_async(coro).result(timeout)
@@ -397,7 +398,7 @@ class Connection:
                 fut.set_exception(RpcError(f"connection to {self.peer_id} lost ({self.close_cause})"))
         try:
             self.writer.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  # closing is best effort: the transport or its loop may already be gone
             pass
         self.service._on_connection_closed(self)
 
@@ -405,7 +406,7 @@ class Connection:
         self.close_cause = cause
         try:
             self.writer.transport.abort()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  # aborting is best effort: the transport or its loop may already be gone
             pass
 
 
@@ -589,7 +590,7 @@ class RpcService:
         if self._thread.is_alive():
             try:
                 asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(5)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001  # best effort: the loop is stopped below whatever closing the server did
                 pass
             time.sleep(0.05)
             self.loop.call_soon_threadsafe(self.loop.stop)

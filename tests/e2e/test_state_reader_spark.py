@@ -20,7 +20,7 @@ from tests.integration.state.test_state_reader_job import (  # noqa: F401 - wind
 pytestmark = pytest.mark.e2e
 
 
-def test_open_windows_through_spark_sql(spark: Any, windowed_savepoint: dict[str, Any]) -> None:  # noqa: F811
+def test_open_windows_through_spark_sql(spark: Any, windowed_savepoint: dict[str, Any]) -> None:  # noqa: F811 - the fixture imported above
     loc, op = windowed_savepoint["location"], windowed_savepoint["window_op"]
     reference = partial_windows(processed_events(loc, windowed_savepoint["source_op"], N))
     df = read_keyed_state_df(spark, loc, op, "__window_panes__")

@@ -7,6 +7,7 @@ fixed order: results are compared as multisets (Counter) or sorted lists.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from typing import Any
 
 import pytest
 
@@ -243,7 +244,10 @@ def test_keyed_aggregation_by_field_name_on_rows(cluster_env: MiniCluster, op, f
     got = list(getattr(keyed, op)(field).execute_and_collect())
     assert all(isinstance(r, Row) and r.field_names == ("k", "v", "w") for r in got)
     expected = _running(ROW_DATA, lambda r: r.k, step)
-    as_tuples = lambda rows: Counter((r.k, r.v, r.w) for r in rows)  # noqa: E731
+
+    def as_tuples(rows: list[Row]) -> Counter[tuple[Any, Any, Any]]:
+        return Counter((r.k, r.v, r.w) for r in rows)
+
     assert as_tuples(got) == as_tuples(expected)
 
 
@@ -751,7 +755,8 @@ def test_delta_sink_partitioned_with_three_writers_plus_a_second_sink(cluster_en
     # append a second version from another job
     env = env_p(2)
     src = DataGeneratorSource(partitioned_row, 10, batch_size=5)
-    env.from_source(src, WatermarkStrategy.no_watermarks(), "more").map(lambda r: Row(id=r.id + 10_000, part=r.part, v=r.v)).sink_to(DeltaSink(path, partition_by="part"))
+    more = env.from_source(src, WatermarkStrategy.no_watermarks(), "more")
+    more.map(lambda r: Row(id=r.id + 10_000, part=r.part, v=r.v)).sink_to(DeltaSink(path, partition_by="part"))
     env.execute("delta append")
     table = deltalake.DeltaTable(path)
     assert table.version() == 1

@@ -80,7 +80,7 @@ def _window_reference() -> list[str]:
     for key in ("a", "b"):
         ev = [e for e in EVENTS if e[0] == key]
 
-        def line(kind: str, span: str, vals: list[int]) -> str:
+        def line(kind: str, span: str, vals: list[int], key: str = key) -> str:
             return f"{kind} {key} {span} n={len(vals)} sum={sum(vals)}"
 
         for start in sorted({e[1] - e[1] % 10 for e in ev}):  # tumbling 10

@@ -73,7 +73,9 @@ def test_two_millrace_run_processes_writing_one_table(session_cluster: SessionCl
     assert sorted(rc for rc, _ in runs) == [0, 1], runs
     (_, won), (_, lost) = sorted(runs)
     winner = _job_id(won)
-    assert re.search(rf"cannot write {re.escape(str(out))}: another running job writes it \(job {winner}, sink 'delta: windowed_sum', JobManager \S+ pid \d+", lost), lost
+    assert re.search(
+        rf"cannot write {re.escape(str(out))}: another running job writes it \(job {winner}, sink 'delta: windowed_sum', JobManager \S+ pid \d+", lost
+    ), lost
     assert "Traceback" not in lost
     assert read_table(out) == reference(EVENTS)
 

@@ -32,7 +32,9 @@ def test_per_job_cluster_runs_the_job_and_goes_away(tmp_path):
 
 
 def test_per_job_failure_is_reported_and_the_cluster_still_goes(tmp_path):
-    out = millrace(tmp_path, "run", str(PROGRAM), "--mode", "per-job", "--provider", "local", "--records", "20", "--fail-at", "3", "--output", str(tmp_path / "t"))
+    out = millrace(
+        tmp_path, "run", str(PROGRAM), "--mode", "per-job", "--provider", "local", "--records", "20", "--fail-at", "3", "--output", str(tmp_path / "t")
+    )
     assert out.returncode == 1 and "record 3 is poisoned" in out.stderr, out.stdout + out.stderr
     assert not pid_alive(_cluster_pid(out.stdout))
 
@@ -52,7 +54,10 @@ def test_detached_per_job_cluster_stops_itself_after_the_job(tmp_path):
 
 def test_application_main_runs_inside_the_jobmanager(tmp_path):
     pid_file = tmp_path / "main.pid"
-    out = millrace(tmp_path, "run", str(PROGRAM), "--mode", "application", "--provider", "local", "-p", "2", "--records", "80", "--output", str(tmp_path / "t"), "--pid-file", str(pid_file))
+    out = millrace(
+        tmp_path, "run", str(PROGRAM), "--mode", "application", "--provider", "local", "-p", "2", "--records", "80", "--output", str(tmp_path / "t"),
+        "--pid-file", str(pid_file),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     cluster_pid = _cluster_pid(out.stdout)
     main_pid = int(pid_file.read_text())
@@ -63,7 +68,9 @@ def test_application_main_runs_inside_the_jobmanager(tmp_path):
 
 
 def test_failing_application_exits_non_zero_with_the_cause(tmp_path):
-    out = millrace(tmp_path, "run", str(PROGRAM), "--mode", "application", "--provider", "local", "--records", "20", "--fail-at", "5", "--output", str(tmp_path / "t"))
+    out = millrace(
+        tmp_path, "run", str(PROGRAM), "--mode", "application", "--provider", "local", "--records", "20", "--fail-at", "5", "--output", str(tmp_path / "t")
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "Application FAILED" in out.stderr and "record 5 is poisoned" in out.stderr
     assert not pid_alive(_cluster_pid(out.stdout))

@@ -45,7 +45,9 @@ def _location(stdout: str) -> str:
     return found.group(1)
 
 
-def stop_and_resume(cluster: SessionCluster, tmp_path: Path, new_parallelism: int, embedded_resume: bool = False, events: int = 120_000, rate: int = 15_000) -> None:
+def stop_and_resume(
+    cluster: SessionCluster, tmp_path: Path, new_parallelism: int, embedded_resume: bool = False, events: int = 120_000, rate: int = 15_000
+) -> None:
     """The savepoint issue's acceptance 1: run detached at p=2, stop with a savepoint after a few
     seconds, run again from it at another parallelism; the table equals the failure-free result."""
     from pipelines.jobs.windowed_sum import reference
@@ -100,7 +102,8 @@ def test_savepoint_and_dispose(session_cluster: SessionCluster, tmp_path: Path) 
 
 
 def _post(cluster: SessionCluster, path: str, body: bytes = b"{}") -> tuple[int, str]:
-    req = urllib.request.Request(cluster.url + path, data=body, method="POST", headers={"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/json"})
+    headers = {"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/json"}
+    req = urllib.request.Request(cluster.url + path, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, r.read().decode()

@@ -63,7 +63,10 @@ def test_attached_run_list_and_info(session_cluster, tmp_path):
 def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path):
     jobs = []
     for i in range(3):  # three jobs of one slot each on a cluster that starts with two TaskManagers
-        out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "80", "--sleep-ms", "100", "--output", str(tmp_path / f"t{i}"), "--name", f"concurrent-{i}")
+        out = session_cluster.cli(
+            "run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "80", "--sleep-ms", "100", "--output", str(tmp_path / f"t{i}"),
+            "--name", f"concurrent-{i}",
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         jobs.append(_job_id(out.stdout))
     client = session_cluster.client()
@@ -74,11 +77,17 @@ def test_jobs_run_at_once_and_slots_return_to_the_pool(session_cluster, tmp_path
     for i in range(3):
         assert _final_totals(tmp_path / f"t{i}") == reference(80)
     # slots go back; the extra TaskManager is released after the idle timeout, the two stay
-    wait_until(lambda: (lambda o: o["slots-available"] == o["slots-total"] == 2)(client.overview().model_dump(by_alias=True, mode="json")), what="idle TaskManager released")
+    def all_slots_free() -> bool:
+        o = client.overview().model_dump(by_alias=True, mode="json")
+        return o["slots-available"] == o["slots-total"] == 2
+
+    wait_until(all_slots_free, what="idle TaskManager released")
 
 
 def test_detached_job_can_be_inspected_and_cancelled(session_cluster, tmp_path):
-    out = session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "--detached", "-p", "1", "--records", "1000", "--sleep-ms", "50", "--output", str(tmp_path / "t"))
+    out = session_cluster.cli(
+        "run", str(PROGRAM), "--cluster", "session", "--detached", "-p", "1", "--records", "1000", "--sleep-ms", "50", "--output", str(tmp_path / "t")
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     job_id = _job_id(out.stdout)
     wait_until(lambda: _subtask_tms(session_cluster, job_id), what="subtasks running")
@@ -126,13 +135,21 @@ def test_bad_input_gets_messages(session_cluster, tmp_path):
 
 def test_killed_task_manager_fails_only_the_jobs_on_it(session_cluster, tmp_path):
     """Session-mode isolation: a lost TaskManager takes down the jobs with tasks on it, no others."""
-    a = _job_id(session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "400", "--sleep-ms", "50", "--output", str(tmp_path / "a"), "--name", "victim").stdout)
-    b = _job_id(session_cluster.cli("run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", "60", "--sleep-ms", "50", "--output", str(tmp_path / "b"), "--name", "bystander").stdout)
+    def run_detached(records: int, output: str, name: str) -> str:
+        out = session_cluster.cli(
+            "run", str(PROGRAM), "--cluster", "session", "-d", "-p", "1", "--records", str(records), "--sleep-ms", "50", "--output", str(tmp_path / output),
+            "--name", name,
+        )
+        return _job_id(out.stdout)
+
+    a = run_detached(400, "a", "victim")
+    b = run_detached(60, "b", "bystander")
     tms_a = wait_until(lambda: _subtask_tms(session_cluster, a), what="victim running")
     tms_b = wait_until(lambda: _subtask_tms(session_cluster, b), what="bystander running")
     assert not tms_a & tms_b, "the two jobs must not share a TaskManager for this test"
     victim_tm = next(iter(tms_a))
-    pid = next(t.model_dump(by_alias=True, mode="json") for t in session_cluster.client().task_managers() if t.model_dump(by_alias=True, mode="json")["id"] == victim_tm)
+    tms = [t.model_dump(by_alias=True, mode="json") for t in session_cluster.client().task_managers()]
+    pid = next(t for t in tms if t["id"] == victim_tm)
     os.kill(int(pid.get("pid") or pid.get("hardware", {}).get("pid")), signal.SIGKILL)
     wait_until(lambda: _state(session_cluster, a) == "FAILED", timeout=30, what="victim failed")
     wait_until(lambda: _state(session_cluster, b) == "FINISHED", timeout=60, what="bystander finished")
@@ -143,7 +160,8 @@ def test_killed_task_manager_fails_only_the_jobs_on_it(session_cluster, tmp_path
 
 def test_stop_leaves_no_process_behind(tmp_path):
     cluster = start_session_cluster(tmp_path, "--taskmanagers", "1")
-    tm_pids = [int(t.model_dump(by_alias=True, mode="json").get("pid") or 0) for t in wait_until(lambda: cluster.client().task_managers(), what="a TaskManager")]
+    tms = wait_until(lambda: cluster.client().task_managers(), what="a TaskManager")
+    tm_pids = [int(t.model_dump(by_alias=True, mode="json").get("pid") or 0) for t in tms]
     out = stop_session_cluster(cluster)
     assert out.returncode == 0 and "stopped" in out.stdout, out.stdout + out.stderr
     assert not pid_alive(cluster.pid)

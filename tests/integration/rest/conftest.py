@@ -13,7 +13,6 @@ from runtime.rest.app import create_app
 from runtime.rest.client import RestClusterClient
 from runtime.rest.models import ClusterInfo
 from runtime.rest.server import RestServer
-from runtime.rpc import gateways as gw
 from runtime.version import __version__
 from tests.conftest import _children_alive
 
@@ -53,7 +52,7 @@ class RestCluster:
 def serve_rest(cluster: MiniCluster) -> Iterator[RestCluster]:
     """The REST API (on 127.0.0.1, a free port) in front of a running cluster; stopped on exit."""
     hooks = TestingClusterHooks()
-    app = create_app(cluster.dispatcher_gateway(), cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), TOKEN, hooks)
+    app = create_app(cluster.dispatcher_gateway(), cluster.resource_manager_gateway(), TOKEN, hooks)
     server = RestServer(app, host="127.0.0.1", port=0).start()
     try:
         yield RestCluster(cluster, server, hooks)

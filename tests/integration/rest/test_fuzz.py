@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
-from schemathesis import GenerationMode
+from schemathesis import APIOperation, GenerationMode
 
 from runtime.deploy.minicluster import MiniClusterConfig
 from tests.integration.rest.conftest import TOKEN, RestCluster, start_rest_cluster
@@ -42,6 +42,29 @@ def base64_bytes() -> Iterator[None]:
         unregister_string_format("base64url")
 
 
+def _fuzz(url: str, operation: APIOperation, mode: GenerationMode, counts: dict[str, int], server_errors: list[str]) -> None:
+    """Send one operation's generated requests (valid or invalid ones, by `mode`); count them and keep every 5xx."""
+
+    # fixed seed per operation and mode: a failure reproduces; generate only (no shrinking: report all)
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, derandomize=True,
+        phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def check(case: Any) -> None:
+        response = case.call(base_url=url, headers=AUTH, timeout=30)
+        counts[operation.label] = counts.get(operation.label, 0) + 1
+        if response.status_code >= 500:
+            server_errors.append(f"{response.status_code} {case.as_curl_command(headers=AUTH)}\n  -> {response.text[:300]}")
+
+    try:
+        check()
+    except Unsatisfiable:
+        if mode is GenerationMode.POSITIVE:
+            raise
+        # an operation without parameters or body has no invalid input to generate
+
+
 @pytest.mark.usefixtures("base64_bytes")
 def test_fuzzing_every_operation_finds_no_server_error(fuzz_cluster: RestCluster) -> None:
     schema = schemathesis.openapi.from_url(fuzz_cluster.url + "/openapi.json", timeout=30)
@@ -52,24 +75,7 @@ def test_fuzzing_every_operation_finds_no_server_error(fuzz_cluster: RestCluster
     assert len(operations) >= 15, [op.label for op in operations]
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-            # fixed seed per operation and mode: a failure reproduces; generate only (no shrinking: report all)
-            @settings(
-                max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, derandomize=True,
-                phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
-            )
-            @given(case=operation.as_strategy(generation_mode=mode))
-            def check(case: Any) -> None:
-                response = case.call(base_url=fuzz_cluster.url, headers=AUTH, timeout=30)
-                counts[operation.label] = counts.get(operation.label, 0) + 1
-                if response.status_code >= 500:
-                    server_errors.append(f"{response.status_code} {case.as_curl_command(headers=AUTH)}\n  -> {response.text[:300]}")
-
-            try:
-                check()
-            except Unsatisfiable:
-                if mode is GenerationMode.POSITIVE:
-                    raise
-                # an operation without parameters or body has no invalid input to generate
+            _fuzz(fuzz_cluster.url, operation, mode, counts, server_errors)
     elapsed = time.monotonic() - started
     print(f"fuzzed {sum(counts.values())} requests over {len(operations)} operations in {elapsed:.1f}s")
     assert not server_errors, "\n".join(server_errors[:20])

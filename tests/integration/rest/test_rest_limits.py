@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 
 from runtime.deploy.minicluster import MiniCluster
 from runtime.rest.app import create_app
 from runtime.rest.server import RestServer
-from runtime.rpc import gateways as gw
 from tests.integration.rest.conftest import TOKEN, TestingClusterHooks
 
 pytestmark = pytest.mark.integration
@@ -21,8 +20,7 @@ LIMIT = 8 * 1024 * 1024
 
 @pytest.fixture
 def small_limit_server(mini_cluster: MiniCluster) -> Iterator[RestServer]:
-    app = create_app(mini_cluster.dispatcher_gateway(), mini_cluster.rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER), TOKEN, TestingClusterHooks(),
-                     max_content_length=LIMIT)
+    app = create_app(mini_cluster.dispatcher_gateway(), mini_cluster.resource_manager_gateway(), TOKEN, TestingClusterHooks(), max_content_length=LIMIT)
     server = RestServer(app, host="127.0.0.1", port=0).start()
     try:
         yield server
@@ -30,7 +28,7 @@ def small_limit_server(mini_cluster: MiniCluster) -> Iterator[RestServer]:
         server.stop()
 
 
-def _exchange(server: RestServer, head: str, body_chunks: Iterator[bytes] = iter(())) -> tuple[int, dict]:
+def _exchange(server: RestServer, head: str, body_chunks: Iterable[bytes] = ()) -> tuple[int, dict]:
     """Send a raw request (stop sending once the server answers or closes) and parse the answer."""
     s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     try:

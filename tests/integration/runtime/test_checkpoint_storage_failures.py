@@ -94,5 +94,6 @@ def test_checkpoints_failing_on_a_full_disk_leave_no_folders(mini_cluster: MiniC
     folders = sorted(p.name for p in table.glob("checkpoint_id=*")) if table.exists() else []
     empty = [name for name in folders if not any((table / name).iterdir())]
     assert not empty, f"empty folders of failed checkpoints left behind: {empty}"
-    leftover = [str(p.relative_to(full_disk)) for p in full_disk.rglob("*.inprogress")] + [f"checkpoint_id={c}" for c in failed if (table / f"checkpoint_id={c}").exists()]
+    leftover = [str(p.relative_to(full_disk)) for p in full_disk.rglob("*.inprogress")]
+    leftover += [f"checkpoint_id={c}" for c in failed if (table / f"checkpoint_id={c}").exists()]
     assert not leftover, leftover

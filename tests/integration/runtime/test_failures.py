@@ -194,7 +194,10 @@ def test_malformed_call_frames_of_an_authenticated_peer_are_answered_or_dropped_
         peer = client.connect(host, port)
         conn = client._peers[peer]
         caplog.set_level(logging.DEBUG)
-        send = lambda frame: asyncio.run_coroutine_threadsafe(conn.send(frame), client.loop).result(5)  # noqa: E731
+
+        def send(frame: dict[str, Any]) -> None:
+            asyncio.run_coroutine_threadsafe(conn.send(frame), client.loop).result(5)
+
         send({"k": "call", "ep": gw.DISPATCHER, "m": "list_jobs"})  # no id
         # a call with an id but no method: answered with an error
         waiter = asyncio.run_coroutine_threadsafe(_await_reply(conn, 424242), client.loop)

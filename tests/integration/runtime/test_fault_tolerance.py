@@ -174,7 +174,9 @@ def before_commit_hook() -> Iterator[list[Any]]:
     DeltaSinkCoordinator.before_commit = None
 
 
-def test_a_task_manager_killed_after_a_checkpoint_completed_but_before_its_commit(mini_cluster: MiniCluster, tmp_path: Path, before_commit_hook: list[Any]) -> None:
+def test_a_task_manager_killed_after_a_checkpoint_completed_but_before_its_commit(
+    mini_cluster: MiniCluster, tmp_path: Path, before_commit_hook: list[Any]
+) -> None:
     n = 80_000
     env = env_with_checkpoints(tmp_path, 2)
     (
@@ -281,7 +283,11 @@ def test_checkpoints_are_delta_commits_and_only_the_retained_ones_stay(mini_clus
     store = CheckpointStore(str(tmp_path / "checkpoints" / client.job_id), client.job_id)
     assert set(retained) <= set(store.completed_ids()), f"the newest completed checkpoints {retained} are not the retained ones {kept}"
     # the two newest, and every checkpoint they build on (incremental: their chains), nothing else
-    needed = {c for cid in retained for c in map(checkpoint_of_path, store.get(cid).shared_files)}  # type: ignore[union-attr]
+    needed: set[int | None] = set()
+    for cid in retained:
+        meta = store.get(cid)
+        assert meta is not None, f"checkpoint {cid} is retained but not in the store"
+        needed |= set(map(checkpoint_of_path, meta.shared_files))
     assert kept == sorted(set(retained) | needed), (kept, retained, needed)
     if backend == "hashmap":
         assert len(kept) == 2, kept

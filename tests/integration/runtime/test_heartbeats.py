@@ -39,7 +39,8 @@ def test_frozen_task_manager_is_detected_by_heartbeat_timeout() -> None:
     """On the ResourceManager's clock, moved by the test: a silent TaskManager is still a member just
     short of the 2 s timeout after its last heartbeat, and lost (its job failed, naming it) past it."""
     clock = ManualClock()
-    cluster = MiniCluster(MiniClusterConfig(provider="local", heartbeat_interval_ms=200, heartbeat_timeout_ms=2000, tm_log_level="WARNING"), clock=clock).start()
+    config = MiniClusterConfig(provider="local", heartbeat_interval_ms=200, heartbeat_timeout_ms=2000, tm_log_level="WARNING")
+    cluster = MiniCluster(config, clock=clock).start()
     frozen = None
     try:
         client = cluster.submit(_long_job(1))

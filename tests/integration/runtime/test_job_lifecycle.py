@@ -80,7 +80,7 @@ class BrokenProvider:
 
 
 class BrokenCoordinatorSink(SlowCommitSink):
-    def coordinator_provider(self) -> BrokenProvider:  # type: ignore[override]
+    def coordinator_provider(self) -> BrokenProvider:  # type: ignore[override]  # a provider that fails on purpose in place of the slow one
         return BrokenProvider()
 
 
@@ -193,29 +193,35 @@ def test_cancel_interrupts_user_code_busy_with_a_batch_and_keeps_the_task_manage
     assert [t.tm_id for t in mini_cluster.task_managers()] == [tm.tm_id]
 
 
-def test_cancel_ends_every_subtask_canceled_not_failed(shared_cluster: MiniCluster) -> None:
-    """A consumer whose producer was canceled (its partition released) before its own cancel
-    arrived is canceled too (Flink: CancelTaskException), not FAILED under a CANCELED job."""
+def _cancel_while_records_flow(cluster: MiniCluster, attempt: int) -> None:
+    """Run a job until records reach every subtask of its last vertex, cancel it, and check that
+    every subtask ended CANCELED."""
     from runtime.api.common import WatermarkStrategy
     from runtime.api.connectors.generator import DataGeneratorSource
 
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    numbers = env.from_source(DataGeneratorSource(lambda i: i, 10**9, batch_size=100), WatermarkStrategy.no_watermarks(), "numbers")
+    numbers.key_by(lambda x: x % 7).map(lambda x: x + 1).name("keyed map").rebalance().map(lambda x: x).name("tail").print()
+    client = cluster.submit(env.get_job_graph(f"cancel-all-{attempt}"))
+    wait_until(lambda: client.get_job_status() is JobStatus.RUNNING, timeout=30, what="the job runs", interval=0.05)
+    wait_for_all_subtasks(cluster, client.job_id, timeout=30)
+    # records flow through to the last vertex: every channel carries data when the cancel comes
+    wait_until(
+        lambda: all(s.metrics.records_in > 0 for s in job_details(cluster, client.job_id).vertices[-1].subtasks),
+        timeout=30, what="records reaching every subtask of 'tail'", interval=0.05,
+    )
+    client.cancel()
+    with pytest.raises(JobExecutionError):
+        client.get_job_execution_result(timeout=30)
+    final = job_details(cluster, client.job_id)
+    assert final.status is JobStatus.CANCELED
+    states = {(v.name, s.subtask_index): s.state for v in final.vertices for s in v.subtasks}
+    assert set(states.values()) == {ExecutionState.CANCELED}, states
+
+
+def test_cancel_ends_every_subtask_canceled_not_failed(shared_cluster: MiniCluster) -> None:
+    """A consumer whose producer was canceled (its partition released) before its own cancel
+    arrived is canceled too (Flink: CancelTaskException), not FAILED under a CANCELED job."""
     for attempt in range(3):
-        env = StreamExecutionEnvironment.get_execution_environment()
-        env.set_parallelism(2)
-        numbers = env.from_source(DataGeneratorSource(lambda i: i, 10**9, batch_size=100), WatermarkStrategy.no_watermarks(), "numbers")
-        numbers.key_by(lambda x: x % 7).map(lambda x: x + 1).name("keyed map").rebalance().map(lambda x: x).name("tail").print()
-        client = shared_cluster.submit(env.get_job_graph(f"cancel-all-{attempt}"))
-        wait_until(lambda: client.get_job_status() is JobStatus.RUNNING, timeout=30, what="the job runs", interval=0.05)
-        wait_for_all_subtasks(shared_cluster, client.job_id, timeout=30)
-        # records flow through to the last vertex: every channel carries data when the cancel comes
-        wait_until(
-            lambda: all(s.metrics.records_in > 0 for s in job_details(shared_cluster, client.job_id).vertices[-1].subtasks),
-            timeout=30, what="records reaching every subtask of 'tail'", interval=0.05,
-        )
-        client.cancel()
-        with pytest.raises(JobExecutionError):
-            client.get_job_execution_result(timeout=30)
-        final = job_details(shared_cluster, client.job_id)
-        assert final.status is JobStatus.CANCELED
-        states = {(v.name, s.subtask_index): s.state for v in final.vertices for s in v.subtasks}
-        assert set(states.values()) == {ExecutionState.CANCELED}, states
+        _cancel_while_records_flow(shared_cluster, attempt)

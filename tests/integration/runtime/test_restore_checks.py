@@ -38,6 +38,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 N = 20_000
 KEYS = 10
+COUNT_V1 = Types.LONG()
 LAST_V1 = Types.ROW_NAMED(["id", "n"], [Types.LONG(), Types.LONG()])
 LAST_V2 = Types.ROW_NAMED(["id", "n", "note"], [Types.LONG(), Types.LONG(), Types.STRING()])
 OUT_TYPE = Types.ROW_NAMED(["key", "count", "last"], [Types.STRING(), Types.STRING(), Types.STRING()])
@@ -67,7 +68,7 @@ class Count(KeyedProcessFunction):
             yield Row(key=repr(key), count=repr(before), last=repr(last))
 
 
-def program(tmp: Path, savepoint_path: str | None = None, key: Any = lambda i: i % KEYS, count_type: Any = Types.LONG(),
+def program(tmp: Path, savepoint_path: str | None = None, key: Any = lambda i: i % KEYS, count_type: Any = COUNT_V1,
             last_type: Any = LAST_V1, rate: int | None = 10_000, out: str = "out") -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set_string("state.checkpoints.dir", str(tmp / "checkpoints"))

@@ -19,6 +19,7 @@ from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.errors import JobExecutionError, RpcError, UnknownJobError
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
+from runtime.graph.job_graph import JobGraph
 from runtime.rpc import messages as m
 from tests.integration.runtime.test_fault_tolerance import assert_exactly_once, id_source, ids, read_ids, wait_for_checkpoints
 from tests.waiting import wait_until
@@ -154,7 +155,8 @@ def test_restore_rules_missing_operator_and_max_parallelism(mini_cluster: MiniCl
     assert mini_cluster.submit(allowed).get_job_execution_result(timeout=120).status is JobStatus.FINISHED  # the source starts over
     # max parallelism changed: refused naming both values
     with pytest.raises(JobExecutionError) as e:
-        mini_cluster.submit(program(tmp_path, 2, n, 100_000, savepoint=st.location, max_parallelism=64).get_job_graph("rules")).get_job_execution_result(timeout=60)
+        other_max_parallelism = program(tmp_path, 2, n, 100_000, savepoint=st.location, max_parallelism=64).get_job_graph("rules")
+        mini_cluster.submit(other_max_parallelism).get_job_execution_result(timeout=60)
     assert "max parallelism 128" in str(e.value) and "64" in str(e.value)
 
 
@@ -234,8 +236,13 @@ def test_a_program_without_uids_restores_into_the_same_program(mini_cluster: Min
     assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
     program(tmp_path / "unrelated", 1, 10, 10)  # other transformations in between: node ids shift
     again = program(tmp_path, 2, n, 100_000, savepoint=st.location, uids=False).get_job_graph("no-uids")
-    node_ids = lambda jg: [op.node_id for v in jg.vertices for op in v.operators]  # noqa: E731
-    op_ids = lambda jg: [op.operator_id for v in jg.vertices for op in v.operators]  # noqa: E731
+
+    def node_ids(jg: JobGraph) -> list[int]:
+        return [op.node_id for v in jg.vertices for op in v.operators]
+
+    def op_ids(jg: JobGraph) -> list[str]:
+        return [op.operator_id for v in jg.vertices for op in v.operators]
+
     assert node_ids(first) != node_ids(again) and op_ids(first) == op_ids(again)
     assert mini_cluster.submit(again).get_job_execution_result(timeout=120).status is JobStatus.FINISHED
     assert_exactly_once(tmp_path / "out", n)
@@ -322,7 +329,9 @@ def _broadcast_program(tmp_path: Path, parallelism: int, n: int, rate: int, save
     # the limit first, then no-ops: the source keeps running (checkpoints need every task running) and
     # a restored job's source, past the first record, never sends the limit again
     limits = env.from_source(
-        DataGeneratorSource(lambda i: ("limit", 50) if i == 0 else ("noop", 0), 400, rate_limiter_strategy=RateLimiterStrategy.per_second(40) if rate else None),
+        DataGeneratorSource(
+            lambda i: ("limit", 50) if i == 0 else ("noop", 0), 400, rate_limiter_strategy=RateLimiterStrategy.per_second(40) if rate else None
+        ),
         WatermarkStrategy.no_watermarks(), "limits",
     ).uid("limits").set_parallelism(1)  # one subtask each: none ends early (checkpoints need every task running)
     out_type = Types.ROW_NAMED(["id"], [Types.LONG()])

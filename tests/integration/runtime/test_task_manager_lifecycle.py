@@ -23,7 +23,9 @@ def test_task_manager_exits_when_its_parent_dies(mini_cluster: MiniCluster) -> N
         time.sleep(600)
         """
     )
-    parent = subprocess.Popen([sys.executable, "-c", parent_code], env=dict(os.environ, **{CONFIG_ENV: cfg.model_dump_json()}), stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_code], env=dict(os.environ, **{CONFIG_ENV: cfg.model_dump_json()}), stdout=subprocess.PIPE, text=True
+    )
     child_pid = int(parent.stdout.readline())
     try:
         mini_cluster.wait_for_task_managers(1, timeout=30)  # registered: it is alive and connected

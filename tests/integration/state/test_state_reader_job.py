@@ -136,8 +136,12 @@ def test_millrace_state_prints_rows(windowed_savepoint: dict[str, Any]) -> None:
     assert listing.returncode == 0, listing.stderr
     assert f"operator {op}" in listing.stdout and "__window_panes__ (pane)" in listing.stdout
     rows = read_keyed_state(loc, op).num_rows
-    out = subprocess.run([sys.executable, "-m", "runtime.cli", "state", loc, "--operator", op, "--limit", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "state", loc, "--operator", op, "--limit", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert f"{rows:,} rows" in out.stdout and out.stdout.count("key_group=") == 3
-    bad = subprocess.run([sys.executable, "-m", "runtime.cli", "state", str(Path(loc).parent / "missing")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "state", str(Path(loc).parent / "missing")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and "holds no checkpoint or savepoint" in bad.stderr

@@ -42,32 +42,42 @@ LEFT_OUT: dict[tuple[str, str], str] = {
     ("pyflink.datastream.functions", "AsyncRetryStrategy"): _ASYNC,
     ("pyflink.datastream", "CustomCheckpointStorage"): _JAVA + " (a CheckpointStorage class by name)",
     ("pyflink.datastream", "CustomStateBackend"): _JAVA + " (a StateBackend class by name)",
-    ("pyflink.datastream", "JobManagerCheckpointStorage"): "checkpoints always go to Delta tables (FileSystemCheckpointStorage, state.checkpoints.dir), never the JobManager's heap",
+    ("pyflink.datastream", "JobManagerCheckpointStorage"): (
+        "checkpoints always go to Delta tables (FileSystemCheckpointStorage, state.checkpoints.dir), never the JobManager's heap"
+    ),
     ("pyflink.datastream", "MemorySize"): "no Millrace API takes a memory size (it sizes RocksDB and network buffers in Flink)",
     ("pyflink.datastream", "PredefinedOptions"): "Java RocksDB tuning presets; the RocksDB backend here is rocksdict with its own settings",
     ("pyflink.datastream", "Partitioner"): "DataStream.partition_custom is not implemented",
     ("pyflink.datastream.functions", "Partitioner"): "DataStream.partition_custom is not implemented",
     ("pyflink.datastream", "SourceFunction"): _JAVA + " (a legacy SourceFunction); use from_source with a FLIP-27 source",
     ("pyflink.datastream.functions", "SourceFunction"): _JAVA + " (a legacy SourceFunction); use from_source with a FLIP-27 source",
-    ("pyflink.datastream.window", "ContinuousEventTimeTrigger"): "not ported yet (custom triggers work: Trigger, EventTimeTrigger, CountTrigger, PurgingTrigger)",
+    ("pyflink.datastream.window", "ContinuousEventTimeTrigger"): (
+        "not ported yet (custom triggers work: Trigger, EventTimeTrigger, CountTrigger, PurgingTrigger)"
+    ),
     ("pyflink.datastream.window", "ContinuousProcessingTimeTrigger"): "not ported yet (custom triggers work: Trigger, ProcessingTimeTrigger, CountTrigger)",
     ("pyflink.datastream.window", "CountWindowSerializer"): _SERIALIZER,
     ("pyflink.datastream.window", "GlobalWindowSerializer"): _SERIALIZER,
     ("pyflink.datastream.window", "TimeWindowSerializer"): _SERIALIZER,
-    ("pyflink.datastream.state", "OperatorStateStore"): "operator state for user functions (CheckpointedFunction) is not offered; broadcast state is (BroadcastState)",
-    ("pyflink.datastream.connectors", "DeliveryGuarantee"): "taken by Java sinks (Kafka, Elasticsearch, ...); Millrace's FileSink and DeltaSink are exactly once with checkpoints",
+    ("pyflink.datastream.state", "OperatorStateStore"): (
+        "operator state for user functions (CheckpointedFunction) is not offered; broadcast state is (BroadcastState)"
+    ),
+    ("pyflink.datastream.connectors", "DeliveryGuarantee"): (
+        "taken by Java sinks (Kafka, Elasticsearch, ...); Millrace's FileSink and DeltaSink are exactly once with checkpoints"
+    ),
     ("pyflink.datastream.connectors.file_system", "BulkFormat"): _JAVA + " (bulk readers: Parquet, ORC, ...); FileSource reads text lines",
     ("pyflink.datastream.connectors.file_system", "FileCompactStrategy"): "FileSink compaction is not implemented",
     ("pyflink.datastream.connectors.file_system", "FileCompactor"): "FileSink compaction is not implemented",
     ("pyflink.datastream.connectors.file_system", "FileEnumeratorProvider"): _JAVA + "; files are listed by the source itself",
     ("pyflink.datastream.connectors.file_system", "FileSplitAssignerProvider"): _JAVA + "; files are dealt to subtasks by a hash of their path",
-    ("pyflink.datastream.connectors.file_system", "StreamingFileSink"): "the legacy SinkFunction file sink, deprecated in Flink; FileSink writes the same formats",
+    ("pyflink.datastream.connectors.file_system", "StreamingFileSink"): (
+        "the legacy SinkFunction file sink, deprecated in Flink; FileSink writes the same formats"
+    ),
 }
 
 ALL_NAMES = [(module, name) for module, names in NAMES.items() for name in names]
 
 
-def _runtime_module(pyflink_module: str):  # type: ignore[no-untyped-def]
+def _runtime_module(pyflink_module: str):
     return importlib.import_module("runtime.api." + pyflink_module.removeprefix("pyflink."))
 
 

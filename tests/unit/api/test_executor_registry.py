@@ -54,7 +54,9 @@ def test_the_embedded_and_remote_targets_come_from_entry_points() -> None:
     assert isinstance(factory, PipelineExecutorFactory)
     assert type(factory).__module__ == "runtime.deploy.embedded"
     executor = factory.get_executor({"execution.taskmanager.provider": "local"})
-    assert type(executor).__name__ == "EmbeddedExecutor" and executor.provider == "local"  # type: ignore[attr-defined]
+    from runtime.deploy.embedded import EmbeddedExecutor
+
+    assert type(executor) is EmbeddedExecutor and executor.provider == "local"
 
 
 def test_default_target_is_embedded() -> None:
@@ -67,7 +69,7 @@ def test_unknown_target_lists_the_known_ones() -> None:
         current_executor({"execution.target": "yarn"})
 
 
-def test_remote_target_names_its_key_when_no_cluster_is_reachable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_remote_target_names_its_key_when_no_cluster_is_reachable(tmp_path) -> None:
     with pytest.raises(ConfigurationError, match=r"execution.target 'remote'.*rest.address"):
         executor_factory("remote").get_executor({"rest.address": str(tmp_path / "nowhere")})
 
@@ -130,7 +132,7 @@ def test_execution_module_has_no_deploy_reference_in_code() -> None:
     imports = [
         (n.module or "") if isinstance(n, ast.ImportFrom) else a.name
         for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-        for a in (n.names if isinstance(n, ast.Import) else [None])  # type: ignore[list-item]
+        for a in (n.names if isinstance(n, ast.Import) else [None])
     ]
     assert not [i for i in imports if "deploy" in i]
     docstring = ast.get_docstring(tree) or ""

@@ -107,7 +107,7 @@ def test_restart_strategy_getters_and_descriptions() -> None:
         (lambda: RestartStrategies.exponential_delay_restart(100, 1000, 2.0, 1000, 2.0), "jitter_factor must be between 0 and 1"),
     ],
 )
-def test_restart_strategy_argument_errors(make, match: str) -> None:  # type: ignore[no-untyped-def]
+def test_restart_strategy_argument_errors(make, match: str) -> None:
     with pytest.raises(InvalidProgramError, match=match):
         make()
 
@@ -132,7 +132,7 @@ def test_set_restart_strategy_replaces_the_previous_keys(env: StreamExecutionEnv
 
 def test_set_restart_strategy_rejects_other_objects(env: StreamExecutionEnvironment) -> None:
     with pytest.raises(InvalidProgramError, match="expected a RestartStrategies"):
-        env.set_restart_strategy("fixed-delay")  # type: ignore[arg-type]
+        env.set_restart_strategy("fixed-delay")  # type: ignore[arg-type]  # the wrong type is the case under test
 
 
 def test_restart_strategy_read_back_from_a_configuration() -> None:
@@ -170,7 +170,7 @@ def test_checkpoint_config_defaults(env: StreamExecutionEnvironment) -> None:
     assert env.get_checkpoint_interval() == -1
 
 
-def test_enable_checkpointing_and_setters_write_flink_keys(env: StreamExecutionEnvironment, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_enable_checkpointing_and_setters_write_flink_keys(env: StreamExecutionEnvironment, tmp_path) -> None:
     env.enable_checkpointing(500, CheckpointingMode.AT_LEAST_ONCE)
     cc = env.get_checkpoint_config()
     cc.set_checkpoint_timeout(60_000).set_min_pause_between_checkpoints(100)
@@ -214,7 +214,7 @@ def test_enable_checkpointing_without_mode_keeps_the_configured_mode(env: Stream
         (lambda e: e.get_checkpoint_config().set_externalized_checkpoint_retention("KEEP"), r"unknown retention 'KEEP'"),
     ],
 )
-def test_checkpoint_config_errors(env: StreamExecutionEnvironment, call, match: str) -> None:  # type: ignore[no-untyped-def]
+def test_checkpoint_config_errors(env: StreamExecutionEnvironment, call, match: str) -> None:
     with pytest.raises(InvalidProgramError, match=match):
         call(env)
     assert not env.get_checkpoint_config().is_checkpointing_enabled()  # nothing half-set
@@ -241,7 +241,7 @@ def test_state_backends_set_state_backend_type(env: StreamExecutionEnvironment) 
     assert {HashMapStateBackend.TYPE, EmbeddedRocksDBStateBackend.TYPE} == set(BACKEND_KINDS)
 
 
-def test_state_backend_replaces_the_older_key_and_records_rocksdb_dir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_state_backend_replaces_the_older_key_and_records_rocksdb_dir(tmp_path) -> None:
     from runtime.api.operators.runtime_context import ROCKSDB_LOCAL_DIR_KEY, STATE_BACKEND_CONFIG_KEYS
 
     e = StreamExecutionEnvironment.get_execution_environment({"state.backend": "hashmap"})
@@ -254,7 +254,7 @@ def test_state_backend_replaces_the_older_key_and_records_rocksdb_dir(tmp_path) 
 
 def test_set_state_backend_rejects_other_objects(env: StreamExecutionEnvironment) -> None:
     with pytest.raises(InvalidProgramError, match="expected HashMapStateBackend"):
-        env.set_state_backend("rocksdb")  # type: ignore[arg-type]
+        env.set_state_backend("rocksdb")  # type: ignore[arg-type]  # the wrong type is the case under test
 
 
 # -- a Configuration carries everything into JobGraph.config -------------------------------------

@@ -286,7 +286,8 @@ def test_rate_limiter_is_a_non_blocking_token_bucket() -> None:
     with pytest.raises(InvalidProgramError):
         RateLimiterStrategy.per_second(-1)
     assert RateLimiterStrategy.no_op().create_rate_limiter(3) is None
-    assert RateLimiterStrategy.per_second(300).create_rate_limiter(3).permits_per_second == 100  # type: ignore[union-attr]
+    limiter = RateLimiterStrategy.per_second(300).create_rate_limiter(3)
+    assert limiter is not None and limiter.permits_per_second == 100
 
 
 def test_throttled_generator_reports_nothing_available_when_ahead_and_keeps_the_rate() -> None:
@@ -311,7 +312,9 @@ def test_throttled_generator_reports_nothing_available_when_ahead_and_keeps_the_
 def test_throttled_and_unthrottled_generators_emit_the_same_records() -> None:
     clock = FakeClock()
     plain = DataGeneratorSource(None, 3000, batch_generator=ids, batch_size=256)
-    throttled = DataGeneratorSource(None, 3000, rate_limiter_strategy=RateLimiterStrategy.per_second(2000, clock=clock, batch_seconds=0.05), batch_generator=ids, batch_size=256)
+    throttled = DataGeneratorSource(
+        None, 3000, rate_limiter_strategy=RateLimiterStrategy.per_second(2000, clock=clock, batch_seconds=0.05), batch_generator=ids, batch_size=256
+    )
     for i in range(2):
         s = Subtask(throttled, i, 2)
         while not s.ended:
@@ -457,7 +460,9 @@ def test_generator_positions_round_trip_through_checkpoint_state_files(tmp_path:
         s = Subtask(src, i, 2)
         s.step(4 + i)
         emitted += s.values()
-        h = write_state_file(str(tmp_path), 5, i, 0, 2, {"gen": s.op.snapshot_state(5)})  # type: ignore[dict-item]
+        snap = s.op.snapshot_state(5)
+        assert snap is not None  # a source always has its splits to snapshot
+        h = write_state_file(str(tmp_path), 5, i, 0, 2, {"gen": snap})
         assert h is not None
         files.append(h.path)
     for new_p in (2, 3):

@@ -96,8 +96,8 @@ def test_a_bad_value_is_a_configuration_error_naming_key_value_and_what_is_allow
 # -- defaults, unset values, deprecated keys ---------------------------------------------------
 def test_unset_or_blank_gives_the_default() -> None:
     for config in ({}, {"t.int": ""}, {"t.int": "   "}, {"t.int": None}, {"other": "1"}):
-        assert INT.get(config) == 3  # type: ignore[arg-type]
-        assert not INT.is_set(config)  # type: ignore[arg-type]
+        assert INT.get(config) == 3
+        assert not INT.is_set(config)
     assert STR.get({}) is None and STR.default_string() is None
     assert INT.get_optional({}) is None and INT.get_optional({"t.int": "4"}) == 4
     assert (DURATION.default_string(), MEMORY.default_string(), BOOL.default_string(), ENUM_CLASS.default_string()) == (

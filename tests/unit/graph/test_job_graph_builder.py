@@ -183,7 +183,8 @@ def test_ids_are_deterministic_hex() -> None:
 
 def test_coordinator_pickled_and_config_copied() -> None:
     s = source(coordinator_provider={"c": 1})
-    jg = build_job_graph(generate_stream_graph([sink(s)], "job", 1, config={"x": True}))  # type: ignore[dict-item]
+    config: dict[str, str] = {"x": True}  # type: ignore[dict-item]  # not a string: the config is copied as it is
+    jg = build_job_graph(generate_stream_graph([sink(s)], "job", 1, config=config))
     assert cloudpickle.loads(jg.vertices[0].operators[0].coordinator_provider) == {"c": 1}
     assert jg.vertices[0].operators[1].coordinator_provider is None
     assert jg.config == {"x": "true", "execution.runtime-mode": "STREAMING"}  # the resolved mode

@@ -106,7 +106,10 @@ def test_no_sink_error_message() -> None:
 
 def test_operator_factory_must_be_callable() -> None:
     s = source()
-    bad = OneInputTransformation(name="Broken", input=s, operator_factory="nope", is_sink=True)  # type: ignore[arg-type]
+    bad = OneInputTransformation(
+        name="Broken", input=s, is_sink=True,
+        operator_factory="nope",  # type: ignore[arg-type]  # not callable: the case under test
+    )
     with pytest.raises(InvalidProgramError, match="'Broken'"):
         generate_stream_graph([bad], "job", default_parallelism=1)
 

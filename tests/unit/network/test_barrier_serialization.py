@@ -83,7 +83,7 @@ def test_records_before_the_barrier_arrive_before_it_on_every_subpartition(kind:
     n = 4
     part = ResultPartition("p:0", n, 1000, "att")
     key = "id" if kind is PartitionerKind.HASH else None
-    w = RecordWriter(part, create_partitioner(kind, key, n, 128), buffer_records=64)  # type: ignore[arg-type]
+    w = RecordWriter(part, create_partitioner(kind, key, n, 128), buffer_records=64)
     for i in range(0, 100, 10):  # small batches: partly still pending in the writer
         w.emit(ColumnBatch({"id": np.arange(i, i + 10, dtype=np.int64)}))
     w.broadcast_event(CheckpointBarrier(1, 0))
@@ -140,6 +140,7 @@ def test_barrier_reaches_free_subpartitions_while_another_is_backpressured() -> 
     w.flush_all()  # one batch in each subpartition: both full (capacity 1)
     v0, v1 = part.create_view(0, lambda: None), part.create_view(1, lambda: None)
     first0 = v0.poll()[0]  # subpartition 0 has room again, subpartition 1 stays full
+    assert first0 is not None
     w.emit(ColumnBatch({"id": np.arange(2, 4, dtype=np.int64)}))  # pending: one row per subpartition
     t = threading.Thread(target=w.broadcast_event, args=(CheckpointBarrier(1, 0),), daemon=True)
     t.start()
@@ -153,9 +154,11 @@ def test_barrier_reaches_free_subpartitions_while_another_is_backpressured() -> 
             got0.append(el)
     assert len(ids(got0)) == 1 and got0[1] == CheckpointBarrier(1, 0)  # got it although 1 is full
     assert t.is_alive() and part.is_producer_blocked(1)
-    got1 = [v1.poll()[0]]  # room in subpartition 1: the writer moves its record, then the barrier
+    first1 = v1.poll()[0]  # room in subpartition 1: the writer moves its record, then the barrier
+    assert first1 is not None
+    got1 = [first1]
     t.join(5)
     while (e := v1.poll()[0]) is not None:
         got1.append(e)
     assert len(ids(got1)) == 2 and got1[-1] == CheckpointBarrier(1, 0) and len(got1) == 3
-    assert sorted(ids([first0, *got0, *got1])) == [0, 1, 2, 3]  # type: ignore[list-item]
+    assert sorted(ids([first0, *got0, *got1])) == [0, 1, 2, 3]

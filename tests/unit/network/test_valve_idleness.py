@@ -33,7 +33,7 @@ def test_watermark_status_crosses_the_network_and_operators_forward_it() -> None
 
     op, out = TwoInputs(), CollectingOutput()
     statuses: list = []
-    out.emit_watermark_status = statuses.append  # type: ignore[attr-defined]
+    out.emit_watermark_status = statuses.append  # type: ignore[attr-defined]  # the harness output gains a recorder for watermark statuses
     op.setup(make_context(out))
     op.process_watermark(Watermark(5), 0)
     assert out.watermarks == []  # input 1 holds back

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,30 +32,37 @@ def drain(partition: ResultPartition, sub: int) -> list[StreamElement]:
         out.append(el)
 
 
+def column_batches(els: list[StreamElement]) -> list[ColumnBatch]:
+    """The elements, each checked to be a ColumnBatch."""
+    out = [e for e in els if isinstance(e, ColumnBatch)]
+    assert len(out) == len(els), [type(e).__name__ for e in els]
+    return out
+
+
 def rows(n: int, start: int = 0, ts: bool = True) -> ColumnBatch:
     ids = np.arange(start, start + n, dtype=np.int64)
     return ColumnBatch({"id": ids}, ids * 2 if ts else None)
 
 
 def writer_for(kind: PartitionerKind, channels: int, capacity: int = 100, buffer_records: int = 100,
-               key: object = None, **kw: object) -> RecordWriter:
+               key: object = None, **kw: Any) -> RecordWriter:
     part = ResultPartition("p:0", channels, capacity, "att")
-    return RecordWriter(part, create_partitioner(kind, key, channels, 128), buffer_records, **kw)  # type: ignore[arg-type]
+    return RecordWriter(part, create_partitioner(kind, key, channels, 128), buffer_records, **kw)
 
 
 def test_small_batches_are_coalesced_into_full_buffers() -> None:
     w = writer_for(PartitionerKind.FORWARD, 1)
     for i in range(250):
         w.emit(rows(1, i))
-    out = drain(w.partition, 0)
-    assert [len(b) for b in out] == [100, 100]  # type: ignore[arg-type]
+    out = column_batches(drain(w.partition, 0))
+    assert [len(b) for b in out] == [100, 100]
     assert w.pending_rows(0) == 50
     w.flush_all()
-    out += drain(w.partition, 0)
-    assert [len(b) for b in out] == [100, 100, 50]  # type: ignore[arg-type]
-    ids = np.concatenate([b.columns["id"] for b in out])  # type: ignore[union-attr]
+    out += column_batches(drain(w.partition, 0))
+    assert [len(b) for b in out] == [100, 100, 50]
+    ids = np.concatenate([b.columns["id"] for b in out])
     np.testing.assert_array_equal(ids, np.arange(250))
-    np.testing.assert_array_equal(np.concatenate([b.timestamps for b in out]), np.arange(250) * 2)  # type: ignore[misc]
+    np.testing.assert_array_equal(np.concatenate([b.timestamps for b in out]), np.arange(250) * 2)
 
 
 def test_big_batches_pass_through_uncopied_after_pending() -> None:
@@ -62,9 +70,9 @@ def test_big_batches_pass_through_uncopied_after_pending() -> None:
     small, big = rows(3), rows(500, 3)
     w.emit(small)
     w.emit(big)
-    out = drain(w.partition, 0)
+    out = column_batches(drain(w.partition, 0))
     assert len(out) == 2 and out[1] is big
-    assert out[0].columns["id"].tolist() == [0, 1, 2]  # type: ignore[union-attr]
+    assert out[0].columns["id"].tolist() == [0, 1, 2]
 
 
 def test_incompatible_batches_are_not_merged() -> None:
@@ -76,7 +84,8 @@ def test_incompatible_batches_are_not_merged() -> None:
     w.flush_all()
     out = drain(w.partition, 0)
     assert [type(b).__name__ for b in out] == ["ColumnBatch", "ColumnBatch", "ObjectBatch", "ColumnBatch"]
-    assert out[0].timestamps is not None and out[1].timestamps is None  # type: ignore[union-attr]
+    first, second = column_batches(out[:2])
+    assert first.timestamps is not None and second.timestamps is None
 
 
 def test_events_flush_pending_data_first_on_every_channel() -> None:
@@ -90,8 +99,8 @@ def test_events_flush_pending_data_first_on_every_channel() -> None:
         out = drain(w.partition, sub)
         assert isinstance(out[-1], EndOfPartition)
         wm = next(i for i, e in enumerate(out) if isinstance(e, Watermark))
-        before = [i for b in out[:wm] for i in b.columns["id"].tolist()]  # type: ignore[union-attr]
-        after = [i for b in out[wm + 1 : -1] for i in b.columns["id"].tolist()]  # type: ignore[union-attr]
+        before = [i for b in column_batches(out[:wm]) for i in b.columns["id"].tolist()]
+        after = [i for b in column_batches(out[wm + 1 : -1]) for i in b.columns["id"].tolist()]
         assert all(i < 50 for i in before) and all(i >= 50 for i in after)
         total += len(before) + len(after)
     assert total == 100

@@ -74,7 +74,10 @@ def columnar_rows(h):
     return rows
 
 
-@pytest.mark.parametrize("assigner", [TumblingEventTimeWindows.of(100), TumblingEventTimeWindows.of(70, 13), SlidingEventTimeWindows.of(150, 50), SlidingEventTimeWindows.of(100, 30)])
+@pytest.mark.parametrize(
+    "assigner",
+    [TumblingEventTimeWindows.of(100), TumblingEventTimeWindows.of(70, 13), SlidingEventTimeWindows.of(150, 50), SlidingEventTimeWindows.of(100, 30)],
+)
 @pytest.mark.parametrize("str_keys", [False, True])
 def test_columnar_equals_per_record_window_operator(assigner, str_keys):
     batches = gen_batches(seed=zlib.crc32(f"{assigner!r}{str_keys}".encode()), str_keys=str_keys)
@@ -105,7 +108,10 @@ def test_object_batches_of_rows_are_converted():
 def test_columnar_allowed_lateness():
     op = ColumnarWindowAggregateOperator("key", TumblingEventTimeWindows.of(10), Aggregates.of(count=Count(), sum=Sum("value")), allowed_lateness=5)
     h = Harness(op)
-    cb = lambda keys, vals, ts: ColumnBatch({"key": np.array(keys), "value": np.array(vals)}, np.array(ts))
+
+    def cb(keys: list[int], vals: list[int], ts: list[int]) -> ColumnBatch:
+        return ColumnBatch({"key": np.array(keys), "value": np.array(vals)}, np.array(ts))
+
     h.op.process_batch(cb([1, 1, 2], [1, 2, 3], [1, 2, 3]))
     h.watermark(9)
     h.op.process_batch(cb([1, 3], [10, 20], [4, 11]))  # key 1 late but allowed: re-emitted with the update

@@ -101,7 +101,7 @@ def test_resource_fields_are_documented_with_defaults():
 
 def test_spark_resource_is_lazy_and_uses_the_session_factory_config():
     r = SparkResource(master="local[3]", app_name="x", spark_config={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": 4})
-    r.setup_for_execution(None)  # type: ignore[arg-type]
+    r.setup_for_execution(None)  # type: ignore[arg-type]  # the resource does not use its Dagster context
     assert not r.is_started  # no JVM until someone asks for the session
     cfg = r.session_config()
     assert (cfg.master, cfg.app_name) == ("local[3]", "x")
@@ -244,7 +244,12 @@ def test_timeout_cancels_the_job():
 
 
 def test_progress_records_from_rest_job_details():
-    details = {"vertices": [{"name": "src", "metrics": {"read-records": 0, "write-records": 10}}, {"name": "sink", "metrics": {"read-records": 7, "write-records": 0}}]}
+    details = {
+        "vertices": [
+            {"name": "src", "metrics": {"read-records": 0, "write-records": 10}},
+            {"name": "sink", "metrics": {"read-records": 7, "write-records": 0}},
+        ]
+    }
     assert vertex_records_from_details(details) == {"src": (0, 10), "sink": (7, 0)}
     assert vertex_records_from_details({}) == {}
 

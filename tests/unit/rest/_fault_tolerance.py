@@ -45,7 +45,7 @@ def checkpoint_statistics_message() -> m.CheckpointStatisticsMessage:
     """#1 completed, #2 failed, #3 in progress with one of two acknowledgements; restored once from #1."""
     now = [0]
     tracker = CheckpointStatsTracker()
-    tracker._now_ms = lambda: now[0]  # type: ignore[method-assign]
+    tracker._now_ms = lambda: now[0]  # type: ignore[method-assign]  # the tracker has no clock to inject: the test sets its time
     tracker.report_pending(1, 1_000, 2)
     now[0] = 1_100
     tracker.report_ack(1, 1_000)

@@ -210,7 +210,9 @@ def test_unknown_route_and_method_are_flink_style_errors(app: Any) -> None:
 
 
 def test_coordination_round_trip_and_bad_payloads(app: Any, dispatcher: TestingGateway) -> None:
-    dispatcher.methods["send_coordination_request"] = lambda msg: m.CoordinationResponse(payload=cloudpickle.dumps(("echo", cloudpickle.loads(msg.payload), msg.node_id)))
+    dispatcher.methods["send_coordination_request"] = lambda msg: m.CoordinationResponse(
+        payload=cloudpickle.dumps(("echo", cloudpickle.loads(msg.payload), msg.node_id))
+    )
     body = json.dumps({"payload": base64.b64encode(cloudpickle.dumps({"n": 3})).decode()})
     r = call(app, "POST", "/jobs/j1/coordinators/5", token=TOKEN, body=body)
     assert r.status == 200
@@ -320,7 +322,9 @@ def test_checkpoints_of_a_remote_unknown_job_are_404(app: Any, dispatcher: Testi
 
 
 def test_unreadable_checkpoint_statistics_are_a_500_not_a_400(app: Any, dispatcher: TestingGateway) -> None:
-    dispatcher.methods["request_checkpoint_statistics"] = lambda msg: m.CheckpointStatisticsMessage(job_id=msg.job_id, enabled=True, statistics_json='{"counts": 5}')
+    dispatcher.methods["request_checkpoint_statistics"] = lambda msg: m.CheckpointStatisticsMessage(
+        job_id=msg.job_id, enabled=True, statistics_json='{"counts": 5}'
+    )
     r = call(app, "GET", "/jobs/j1/checkpoints", token=TOKEN)
     assert r.status == 500 and r.json()["errors"] == ["internal server error; the JobManager log has the details"]
 

@@ -48,7 +48,7 @@ def test_a_released_partition_ends_the_wait_and_keeps_the_count() -> None:
     def produce() -> None:
         try:
             p.add(0, _batch(1))
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001  # whatever ends the thread is handed to the test, which checks it
             errors.append(e)
 
     t = threading.Thread(target=produce)

@@ -83,7 +83,9 @@ def test_running_job_details_have_flinks_shape_and_sums() -> None:
 
 def test_failed_job_details_name_the_root_cause_and_where() -> None:
     msg = _running_job()
-    err = m.ErrorInfo(type_name="ValueError", message="record 7 is poisoned", traceback="Traceback ...", task="Map (1/2)#0", operator="Map", task_manager="tm-9")
+    err = m.ErrorInfo(
+        type_name="ValueError", message="record 7 is poisoned", traceback="Traceback ...", task="Map (1/2)#0", operator="Map", task_manager="tm-9"
+    )
     failed = msg.model_copy(update={"status": JobStatus.FAILED, "end_time_ms": 3_000, "error": err, "failure_time_ms": 2_500})
     d = rm.job_details(failed, now_ms=4_000).model_dump(mode="json")
     assert (d["end-time"], d["duration"]) == (3_000, 2_100)

@@ -47,7 +47,7 @@ def test_the_gateway_calls_the_protocols_methods(rpc: RpcService) -> None:
 def test_a_method_the_protocol_does_not_declare_fails_at_the_caller(rpc: RpcService) -> None:
     gw = rpc.gateway(EchoGateway, "echo")
     with pytest.raises(AttributeError, match="EchoGateway has no method 'not_in_the_protocol'"):
-        gw.not_in_the_protocol
+        _ = gw.not_in_the_protocol
     with pytest.raises(AttributeError, match="EchoGateway has no method 'not_in_the_protocol'"):
         gw.call_sync("not_in_the_protocol", m.Empty())
     with pytest.raises(AttributeError):

@@ -32,7 +32,7 @@ class TestingCheckpointStore:
     def metadata_for(self, pending: Any, now: float) -> CheckpointMetadata:
         from runtime.jobmanager.checkpoint.store import CompletedCheckpointStore
 
-        return CompletedCheckpointStore.metadata_for(self, pending, now)  # type: ignore[arg-type]
+        return CompletedCheckpointStore.metadata_for(self, pending, now)  # type: ignore[arg-type]  # the real method, on this double
 
     job_id = "job"
 
@@ -291,7 +291,9 @@ def test_declines_that_say_nothing_about_checkpointing_are_not_counted(setup) ->
     cc, host, store, _, run = setup
     for cid in (1, 2, 3):
         run(cc.trigger_checkpoint())
-        run(cc.receive_decline(m.DeclineCheckpoint(job_id="job", execution_attempt_id="src-0", checkpoint_id=cid, reason="task is no longer running", counts_as_failure=False)))
+        run(cc.receive_decline(m.DeclineCheckpoint(
+            job_id="job", execution_attempt_id="src-0", checkpoint_id=cid, reason="task is no longer running", counts_as_failure=False
+        )))
     assert not host.failures_exceeded and cc.stats.snapshot().counts.failed == 3
 
 

@@ -29,9 +29,9 @@ def dispatcher_with_silent_job_master():
     dispatcher = Dispatcher(rpc)
     dispatcher.jobs[job_graph.job_id] = JobEntry(job_graph, jm, time.time())
     # from here on, its live views may only be computed on its own main thread
-    jm.scheduler.job_details = _live_read  # type: ignore[method-assign]
-    jm.scheduler.exceptions = _live_read  # type: ignore[method-assign]
-    jm.scheduler.checkpoint_statistics = _live_read  # type: ignore[method-assign]
+    jm.scheduler.job_details = _live_read  # type: ignore[method-assign]  # a read that must not run off the main thread
+    jm.scheduler.exceptions = _live_read  # type: ignore[method-assign]  # a read that must not run off the main thread
+    jm.scheduler.checkpoint_statistics = _live_read  # type: ignore[method-assign]  # a read that must not run off the main thread
     yield dispatcher, job_graph
     jm.loop.close()
     dispatcher.loop.close()

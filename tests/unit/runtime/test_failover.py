@@ -261,7 +261,8 @@ def test_fixed_delay_from_config() -> None:
     assert isinstance(s, FixedDelayRestartBackoffTimeStrategy)
     assert (s.max_attempts, s.backoff_ms) == (3, 10_000)
     d = restart_strategy_from_config({"restart-strategy.type": "fixed-delay"}, False)
-    assert (d.max_attempts, d.backoff_ms) == (1, 1000)  # type: ignore[attr-defined]
+    assert isinstance(d, FixedDelayRestartBackoffTimeStrategy)
+    assert (d.max_attempts, d.backoff_ms) == (1, 1000)
 
 
 def test_deprecated_restart_strategy_key() -> None:
@@ -277,7 +278,8 @@ def test_failure_rate_from_config() -> None:
     assert isinstance(s, FailureRateRestartBackoffTimeStrategy)
     assert (s.max_failures_per_interval, s.interval_ms, s.backoff_ms) == (3, 300_000, 250)
     d = restart_strategy_from_config({"restart-strategy.type": "failurerate"}, False)
-    assert (d.max_failures_per_interval, d.interval_ms, d.backoff_ms) == (1, 60_000, 1000)  # type: ignore[attr-defined]
+    assert isinstance(d, FailureRateRestartBackoffTimeStrategy)
+    assert (d.max_failures_per_interval, d.interval_ms, d.backoff_ms) == (1, 60_000, 1000)
 
 
 def test_exponential_from_config() -> None:

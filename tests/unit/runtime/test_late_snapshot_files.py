@@ -44,7 +44,7 @@ def test_a_late_acknowledgement_after_the_job_ended_still_has_its_files_deleted(
     store = Store()
     host = SimpleNamespace(spawn=lambda coro: asyncio.get_event_loop().create_task(coro), call_later=lambda *a: None)
     cfg = CheckpointCoordinatorConfiguration(interval_ms=500, timeout_ms=2000, table_uri="memory://checkpoints")
-    cc = CheckpointCoordinator("job", cfg, store, host)  # type: ignore[arg-type]
+    cc = CheckpointCoordinator("job", cfg, store, host)
     cc._savepoint_targets[7] = "/sp/savepoint-1"  # savepoint 7 was triggered, then the job was cancelled
     cc.shutdown()  # the job ended: the coordinator's I/O thread is gone
     loop = asyncio.new_event_loop()

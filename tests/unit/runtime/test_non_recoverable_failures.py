@@ -50,7 +50,7 @@ def test_a_non_recoverable_cause_anywhere_in_the_chain_wins() -> None:
             except CorruptStateError as inner:
                 if explicit:
                     raise RuntimeError("open() failed") from inner
-                raise RuntimeError("open() failed")  # implicit context
+                raise RuntimeError("open() failed")  # noqa: B904  # the implicit context is the case under test
         except RuntimeError as outer:
             return outer
 
@@ -122,7 +122,13 @@ def test_a_non_recoverable_failure_fails_the_job_without_asking_the_restart_stra
     s = checkpointed_job_master.scheduler
     asked: list[object] = []
     notify = s.restart_strategy.notify_failure
-    s.restart_strategy.notify_failure = lambda cause, ts=None: (asked.append(cause), notify(cause, ts))[1]  # type: ignore[method-assign]
+
+    def recording_notify(cause: object, timestamp_ms: int | None = None) -> bool:
+        asked.append(cause)
+        return notify(cause, timestamp_ms)
+
+    s.restart_strategy.notify_failure = recording_notify  # type: ignore[method-assign]  # wrapped to record whether it is asked
+
     ev = next(iter(s.eg.all_vertices()))
     s.on_task_failed(ev, _failed(CorruptStateError("state file checkpoint_id=3/state-0-0-x.parquet is truncated")))
     assert s.status.state is JobStatus.FAILING and not s._pending_restart

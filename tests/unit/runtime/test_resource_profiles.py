@@ -250,7 +250,9 @@ def test_a_lost_task_manager_is_replaced_below_the_minimum() -> None:
 
 
 def test_at_the_cap_an_idle_task_manager_makes_room_for_the_shape_a_job_needs() -> None:
-    sm = SlotManager(slots_per_tm=1, max_task_managers=1, min_task_managers=1, max_task_manager_profile=P(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024))
+    sm = SlotManager(
+        slots_per_tm=1, max_task_managers=1, min_task_managers=1, max_task_manager_profile=P(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024)
+    )
     _register(sm, "default-tm")
     sm.declare("job", "jm", [_req(1, P(cpu_cores=2, task_heap_mb=0, managed_memory_mb=0), "heavy")])
     d = sm.check()
@@ -319,7 +321,9 @@ def test_resource_manager_config_rejects_a_default_task_manager_above_the_maximu
 
 
 def test_while_starts_back_off_nothing_is_started_and_no_idle_task_manager_is_reclaimed() -> None:
-    sm = SlotManager(slots_per_tm=1, max_task_managers=1, min_task_managers=1, max_task_manager_profile=P(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024))
+    sm = SlotManager(
+        slots_per_tm=1, max_task_managers=1, min_task_managers=1, max_task_manager_profile=P(cpu_cores=4, task_heap_mb=4096, managed_memory_mb=1024)
+    )
     _register(sm, "default-tm")
     sm.declare("job", "jm", [_req(1, P(cpu_cores=2, task_heap_mb=0, managed_memory_mb=0), "heavy")])
     d = sm.check(may_start=False)

@@ -25,6 +25,6 @@ def test_a_failed_fork_fails_the_snapshot_and_writes_nothing(monkeypatch: pytest
     live = {0: {"count": ("value", [(1, None, 41)])}}
     snapshots = {"op": OperatorSnapshot(keyed=live)}
     with pytest.raises(MillraceError, match="could not fork the snapshot writer"):
-        Task._fork_snapshot_writer(task, 7, snapshots, str(tmp_path))  # type: ignore[arg-type]
+        Task._fork_snapshot_writer(task, 7, snapshots, str(tmp_path))  # type: ignore[arg-type]  # a double with the attributes the method reads
     assert not task._snapshot_writers and not list(tmp_path.iterdir())  # no writer, no file, no folder
     assert snapshots["op"].keyed is live  # the state was not handed to anyone else to write

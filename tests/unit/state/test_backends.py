@@ -17,6 +17,7 @@ from runtime.core.errors import ConfigurationError
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.core.row import Row
 from runtime.state import StateError, create_keyed_state_backend
+from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 pytestmark = pytest.mark.unit
 
@@ -226,7 +227,8 @@ def test_snapshot_restore_round_trip_and_rescale(src_kind, dst_kind):
 
 def test_rocksdb_uses_and_removes_a_temp_directory():
     b = create_keyed_state_backend("rocksdb", FULL, 128, "op/with spaces")
-    path = b.path  # type: ignore[attr-defined]
+    assert isinstance(b, RocksDBKeyedStateBackend)
+    path = b.path
     assert os.path.isdir(path)
     b.set_current_key(1)
     b.get_partitioned_state(ValueStateDescriptor("v")).update(1)

@@ -158,7 +158,9 @@ def test_a_log_round_trips_and_the_last_write_wins() -> None:
 def test_changelog_options_from_flink_keys() -> None:
     assert not ChangelogOptions.from_config({}).enabled
     assert ChangelogOptions.from_config({"state.backend.incremental": "true"}).enabled
-    o = ChangelogOptions.from_config({"state.changelog.enabled": "true", "state.changelog.periodic-materialize.interval": "2 min", "state.changelog.max-log-size": "16 mb"})
+    o = ChangelogOptions.from_config(
+        {"state.changelog.enabled": "true", "state.changelog.periodic-materialize.interval": "2 min", "state.changelog.max-log-size": "16 mb"}
+    )
     assert (o.enabled, o.materialize_interval_ms, o.max_log_bytes) == (True, 120_000, 16 << 20)
     with pytest.raises(ConfigurationError, match="state.changelog.max-log-size"):
         ChangelogOptions.from_config({"state.changelog.max-log-size": "lots"})

@@ -16,6 +16,7 @@ from runtime.api.datastream.state import (
 )
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
 from runtime.state import create_keyed_state_backend
+from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 pytestmark = pytest.mark.unit
 
@@ -206,7 +207,8 @@ def test_snapshots_of_an_empty_backend_and_overlapping_snapshots(kind):
     assert [e[2] for states in second().values() for e in states["v"][1]] == [2]
     assert [e[2] for states in first().values() for e in states["v"][1]] == [1]
     if kind == "rocksdb":  # the suppliers removed their native checkpoints
-        assert [p for p in os.listdir(b.path) if p.startswith("snapshot-")] == []  # type: ignore[attr-defined]
+        assert isinstance(b, RocksDBKeyedStateBackend)
+        assert [p for p in os.listdir(b.path) if p.startswith("snapshot-")] == []
     b.dispose()
 
 

@@ -59,7 +59,9 @@ class Remember(KeyedProcessFunction):
 
 
 def _operator(descriptor: Any, key_type: Any = None, write: bool = True) -> KeyedProcessOperator:
-    make = lambda: KeyedProcessOperator(lambda r: r[0], Remember(descriptor, write))  # noqa: E731
+    def make() -> KeyedProcessOperator:
+        return KeyedProcessOperator(lambda r: r[0], Remember(descriptor, write))
+
     return with_declared_key_type(make, key_type) if key_type is not None else make()
 
 

@@ -5,7 +5,7 @@ import pytest
 from runtime.core.keygroups import KeyGroupRange, assign_to_key_group
 from runtime.state import create_keyed_state_backend
 from runtime.state.timers import InternalTimer, InternalTimerService
-from tests.harness import FakeProcessingTimeService
+from tests.harness import ALL_KEY_GROUPS, FakeProcessingTimeService
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +26,7 @@ class Recorder:
         self.fired.append(("proc", timer.timestamp, timer.key, timer.namespace, self.backend.get_current_key()))
 
 
-def make(rng=KeyGroupRange(0, 127)):
+def make(rng=ALL_KEY_GROUPS):
     b = create_keyed_state_backend("hashmap", rng, 128, "t")
     pts = FakeProcessingTimeService()
     rec = Recorder(b)
