@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from runtime.api.execution import JobExecutionResult, JobFailure, use_executor
-from runtime.core.errors import JobExecutionError, MillraceError
+from runtime.core.errors import ConfigurationError, JobExecutionError, MillraceError
 from runtime.core.options import checkpointing as checkpointing_options
 from runtime.core.options import execution as execution_options
 from runtime.core.options import logs as log_options
@@ -134,6 +134,11 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
 
 def _job_config(args: argparse.Namespace) -> dict[str, str]:
     config = {execution_options.PARALLELISM.key: str(args.parallelism)} if args.parallelism else {}
+    for item in getattr(args, "define", None) or []:  # Flink: -Dkey=value
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"-D {item!r}: expected KEY=VALUE, e.g. -D jobmanager.scheduler=adaptive")
+        config[key.strip()] = value.strip()
     if getattr(args, "log_propagate", False):
         config[log_options.LOG_PROPAGATE.key] = "true"
     if getattr(args, "runtime_mode", None):  # Flink: -Dexecution.runtime-mode=BATCH
@@ -397,6 +402,8 @@ def format_job_info(details: Any, checkpoints: Any = None, exceptions: Any = Non
     """
     d = _dump(details)
     lines = [f"Job {d.get('jid')} '{d.get('name')}': {d.get('state')} (started {_ms(d.get('start-time'))}, {d.get('duration', 0) / 1000:.1f}s)"]
+    if d.get("scheduler", "default") != "default":
+        lines.append(f"Scheduler: {d.get('scheduler')}, {d.get('scheduler-state')}")
     for v in d.get("vertices", []):
         mt = v.get("metrics", {})
         lines.append(
@@ -406,6 +413,13 @@ def format_job_info(details: Any, checkpoints: Any = None, exceptions: Any = Non
         )
         for st in v.get("subtasks", []):
             lines.append(f"    subtask {st.get('subtask')}: {st.get('status')} attempt {st.get('attempt')} on {st.get('taskmanager-id')} ({st.get('host')})")
+    rescales = d.get("rescales") or []
+    if rescales:
+        lines.append(f"Rescales ({len(rescales)}, oldest first):")
+        for r in rescales:
+            down = f", {r['downtime'] / 1000:.2f}s down" if r.get("downtime") is not None else ""
+            changes = ", ".join(f"{name} {r['from'].get(name, '?')} -> {p}" for name, p in r.get("to", {}).items())
+            lines.append(f"  {_ms(r.get('timestamp'))}  {changes} ({r.get('cause')}{down})")
     regions = d.get("regions") or []
     if any(r.get("blocking-inputs") for r in regions):  # lazily scheduled (batch): where each stage is
         lines.append(f"Pipelined regions ({len(regions)}):")
@@ -442,6 +456,27 @@ def cmd_info(args: argparse.Namespace) -> int:
     checkpoints = _or_reason(lambda: client.job_checkpoints(args.job_id))
     exceptions = _or_reason(lambda: client.job_exceptions(args.job_id))
     print(format_job_info(details, checkpoints, exceptions))
+    return 0
+
+
+def cmd_rescale(args: argparse.Namespace) -> int:
+    """Change a running job's parallelism bounds (the adaptive scheduler rescales it; Flink 1.18's
+    PUT /jobs/:jobid/resource-requirements)."""
+    client = _client(args)
+    current = client.resource_requirements(args.job_id)
+    bounds: dict[str, tuple[int, int]] = {}
+    if args.parallelism is not None:
+        bounds = {v: (1, args.parallelism) for v in current}
+    for item in args.vertex or []:
+        vid, sep, value = item.partition("=")
+        lo, colon, hi = value.partition(":")
+        if not sep or not lo.isdigit() or (colon and not hi.isdigit()):
+            raise ConfigurationError(f"--vertex {item!r}: expected VERTEX_ID=UPPER or VERTEX_ID=LOWER:UPPER")
+        bounds[vid] = (int(lo), int(hi)) if colon else (1, int(lo))
+    if not bounds:
+        raise ConfigurationError("rescale: give -p N (every vertex) or --vertex ID=UPPER (one vertex)")
+    client.update_resource_requirements(args.job_id, bounds)
+    print(f"Resource requirements of job {args.job_id}: " + ", ".join(f"{v} {lo}..{hi}" for v, (lo, hi) in bounds.items()))
     return 0
 
 
@@ -522,6 +557,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         )
         return 0
     endpoint = read_cluster_file(home)
+    if args.cluster_command == "scale":
+        message = _client(argparse.Namespace(cluster=str(home), token=None)).scale_task_managers(args.taskmanagers)
+        print(f"Session cluster at {endpoint.url}: {message}")
+        return 0
     if args.cluster_command == "status":
         alive = process_alive(endpoint.pid)
         print(f"{endpoint.mode} cluster at {endpoint.url}, pid {endpoint.pid}: {'running' if alive else 'NOT running (stale cluster file)'}")
@@ -576,6 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a job program: embedded (default), on a session cluster, or on its own per-job/application cluster")
     run.add_argument("job", help="path of the Python program (PyFlink-style, calls env.execute())")
     run.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None, help="default parallelism of the job")
+    run.add_argument("-D", dest="define", action="append", metavar="KEY=VALUE", help="a job configuration option, e.g. -D jobmanager.scheduler=adaptive")
     run.add_argument("--runtime-mode", choices=["streaming", "batch", "automatic"], type=str.lower, default=None,
                      help="execution.runtime-mode: batch runs bounded jobs stage by stage with blocking exchanges in Delta")
     run.add_argument("--mode", choices=["embedded", "session", "per-job", "application"], default=None,
@@ -599,6 +639,11 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="show a job: status, vertices, subtasks, records, backpressure, checkpoints, exceptions")
     info.add_argument("job_id")
     _add_cluster_target(info)
+    rescale = sub.add_parser("rescale", help="change a running job's parallelism (jobs under the adaptive scheduler)")
+    rescale.add_argument("job_id")
+    rescale.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None, help="every vertex's upper bound (lower bound 1)")
+    rescale.add_argument("--vertex", action="append", metavar="ID=UPPER|ID=LOWER:UPPER", help="one vertex's bounds (repeatable)")
+    _add_cluster_target(rescale)
     cancel = sub.add_parser("cancel", help="cancel a running job")
     cancel.add_argument("job_id")
     _add_cluster_target(cancel)
@@ -628,8 +673,10 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--rest-port", type=_int_at_least(0), default=0, help="REST port (default: any free port)")
     start.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     _add_cluster_shape(start)
-    for name in ("start", "stop", "status"):
-        p = start if name == "start" else csub.add_parser(name, help=f"{name} the session cluster")
+    scale = csub.add_parser("scale", help="run this many TaskManagers from now on (jobs in reactive mode follow)")
+    scale.add_argument("--taskmanagers", type=_int_at_least(0), required=True, help="TaskManagers the cluster runs")
+    for name in ("start", "stop", "status", "scale"):
+        p = {"start": start, "scale": scale}.get(name) or csub.add_parser(name, help=f"{name} the session cluster")
         p.add_argument("--home", default=None, help="folder of cluster.json (default MILLRACE_HOME or ~/.millrace)")
     return parser
 
@@ -648,6 +695,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = {
         "run": lambda: cmd_run(args, extra), "plan": lambda: cmd_plan(args, extra), "list": lambda: cmd_list(args),
         "info": lambda: cmd_info(args), "cancel": lambda: cmd_cancel(args), "cluster": lambda: cmd_cluster(args),
+        "rescale": lambda: cmd_rescale(args),
         "savepoint": lambda: cmd_savepoint(args), "stop": lambda: cmd_stop(args), "state": lambda: cmd_state(args),
     }
     try:

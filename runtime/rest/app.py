@@ -250,6 +250,17 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
             raise ApiError(404, f"unknown TaskManager {tmid!r}: it never registered here, or it was released or lost long ago")
         return Response(content=tail.text, media_type="text/plain; charset=utf-8")
 
+    @api.put(
+        "/cluster/taskmanagers", response_model=Accepted, tags=["cluster"],
+        summary="Run this many TaskManagers from now on: start the missing ones, release the surplus (reactive jobs follow)",
+    )
+    async def scale_cluster(body: rm.TaskManagerCountRequest) -> Accepted:
+        ack: m.Ack = await resource_manager.set_task_manager_count(m.TaskManagerCount(task_managers=body.taskmanagers), timeout=CALL_TIMEOUT_S)
+        if not ack.ok:
+            raise ApiError(400, ack.message)
+        log.info("[REST] cluster scaled to %d TaskManager(s)", body.taskmanagers)
+        return Accepted(message=ack.message)
+
     # --- jobs ------------------------------------------------------------------------------
     @api.get("/jobs", response_model=rm.JobIdsWithStatus, tags=["jobs"], summary="Job ids and states (Flink: /jobs)")
     async def jobs() -> rm.JobIdsWithStatus:
@@ -340,6 +351,39 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         hist: m.JobList = await dispatcher.request_job_history(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
         # the Dispatcher's history carries the cause in job_name (see Dispatcher.request_job_history)
         return rm.JobHistory(history=[rm.JobStatusChange(status=h.status, timestamp=h.start_time_ms, cause=h.job_name or None) for h in hist.jobs])
+
+    # --- resource requirements (Flink 1.18: /jobs/:jobid/resource-requirements) ---------------------
+    @api.get(
+        "/jobs/{jobid}/resource-requirements", response_model=dict[str, rm.VertexResourceRequirements], responses=not_found, tags=["jobs"],
+        summary="Each vertex's parallelism bounds (Flink: GET /jobs/:jobid/resource-requirements)",
+    )
+    async def resource_requirements(jobid: str = _JOB_ID) -> dict[str, rm.VertexResourceRequirements]:
+        req: m.JobResourceRequirements = await dispatcher.request_job_resource_requirements(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
+        return {
+            v: rm.VertexResourceRequirements(parallelism=rm.ParallelismBounds(lower_bound=b.lower_bound, upper_bound=b.upper_bound))
+            for v, b in req.requirements.items()
+        }
+
+    @api.put(
+        "/jobs/{jobid}/resource-requirements", response_model=Accepted, tags=["jobs"],
+        responses={**not_found, 409: {"model": rm.ErrorResponse, "description": "the job's scheduler has a fixed parallelism"}},
+        summary="New parallelism bounds per vertex: the adaptive scheduler rescales the job (Flink: PUT /jobs/:jobid/resource-requirements)",
+    )
+    async def update_resource_requirements(body: dict[str, rm.VertexResourceRequirements], jobid: str = _JOB_ID) -> Accepted:
+        problems = [f"vertex {v!r}: lower bound {r.parallelism.lower_bound} is above upper bound {r.parallelism.upper_bound}"
+                    for v, r in body.items() if r.parallelism.lower_bound > r.parallelism.upper_bound]
+        if not body:
+            problems.append("no vertex given: send {\"<vertex id>\": {\"parallelism\": {\"lowerBound\": 1, \"upperBound\": N}}}")
+        if problems:
+            raise ApiError(400, "; ".join(problems))
+        requirements = {v: m.VertexParallelismBounds(lower_bound=r.parallelism.lower_bound, upper_bound=r.parallelism.upper_bound) for v, r in body.items()}
+        ack: m.Ack = await dispatcher.update_job_resource_requirements(
+            m.JobResourceRequirements(job_id=jobid, requirements=requirements), timeout=CALL_TIMEOUT_S
+        )
+        if not ack.ok:
+            raise ApiError(409 if "scheduler, whose parallelism is fixed" in ack.message else 400, ack.message)
+        log.info("[REST] job %s: resource requirements changed", jobid)
+        return Accepted(message=f"resource requirements of job {jobid} changed")
 
     # --- savepoints (Flink: /jobs/:jobid/savepoints, /jobs/:jobid/stop) ---------------------------
     conflict: dict[int | str, dict[str, Any]] = {409: {"model": rm.ErrorResponse, "description": "the job is not running"}}

@@ -126,6 +126,21 @@ class RestClusterClient:
     def cancel_job(self, job_id: str) -> None:
         self._request("PATCH", f"/jobs/{_quote(job_id)}?mode=cancel")
 
+    def resource_requirements(self, job_id: str) -> dict[str, tuple[int, int]]:
+        """Each vertex id's (lower, upper) parallelism bound."""
+        body = self._request("GET", f"/jobs/{_quote(job_id)}/resource-requirements")
+        return {v: (r["parallelism"]["lowerBound"], r["parallelism"]["upperBound"]) for v, r in body.items()}
+
+    def update_resource_requirements(self, job_id: str, bounds: dict[str, tuple[int, int]]) -> None:
+        """New (lower, upper) parallelism bounds per vertex id: an adaptive job rescales."""
+        payload = {v: {"parallelism": {"lowerBound": lo, "upperBound": hi}} for v, (lo, hi) in bounds.items()}
+        self._request("PUT", f"/jobs/{_quote(job_id)}/resource-requirements", json.dumps(payload).encode())
+
+    def scale_task_managers(self, count: int) -> str:
+        """Run `count` TaskManagers from now on (reactive jobs follow)."""
+        body = rm.TaskManagerCountRequest(taskmanagers=count).model_dump_json(by_alias=True).encode()
+        return str(self._request("PUT", "/cluster/taskmanagers", body).get("message", ""))
+
     def trigger_savepoint(self, job_id: str, target_directory: str | None = None) -> str:
         body = rm.SavepointTriggerRequest(target_directory=target_directory).model_dump_json(by_alias=True).encode()
         return rm.TriggerResponse.model_validate(self._request("POST", f"/jobs/{_quote(job_id)}/savepoints", body)).request_id

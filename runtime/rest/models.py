@@ -194,6 +194,7 @@ class SubtaskInfo(_Timespan):
     metrics: IOMetrics
     backpressure_ratio: float = Field(alias="backpressure-ratio")
     backpressure_level: BackpressureLevel = Field(alias="backpressure-level")
+    busy_time_ms_per_second: int = Field(0, alias="busyTimeMsPerSecond", description="ms per second neither idle nor backpressured (Flink's metric)")
     failure: ExceptionInfo | None = None
     # speculative execution: the subtask's other attempts that ran beside this one (Flink's field)
     other_concurrent_attempts: list[SubtaskInfo] = Field(default_factory=list, alias="other-concurrent-attempts")
@@ -212,6 +213,7 @@ class VertexInfo(_Timespan):
     metrics: IOMetrics
     backpressure_ratio: float = Field(alias="backpressure-ratio")
     backpressure_level: BackpressureLevel = Field(alias="backpressure-level")
+    busy_time_ms_per_second: int = Field(0, alias="busyTimeMsPerSecond", description="the mean of its running subtasks'")
     subtasks: list[SubtaskInfo]
 
 
@@ -226,6 +228,16 @@ class RegionInfo(RestModel):
     blocking_inputs_committed: int = Field(0, alias="blocking-inputs-committed")
 
 
+class RescaleInfo(RestModel):
+    """One change of a running job's parallelism."""
+
+    timestamp: int
+    from_parallelism: dict[str, int] = Field(alias="from", description="vertex name -> parallelism before")
+    to_parallelism: dict[str, int] = Field(alias="to", description="vertex name -> parallelism after")
+    cause: str
+    downtime: int | None = Field(None, description="ms from the rescale's trigger to every task RUNNING at the new parallelism")
+
+
 class JobDetails(_Timespan):
     """Flink: JobDetailsInfo (plus `regions`)."""
 
@@ -238,6 +250,24 @@ class JobDetails(_Timespan):
     status_counts: dict[str, int] = Field(alias="status-counts")
     root_exception: ExceptionInfo | None = Field(None, alias="root-exception")
     regions: list[RegionInfo] = Field(default_factory=list, description="pipelined regions in topological order")
+    scheduler: str = Field("default", description="jobmanager.scheduler: default, adaptive or reactive")
+    scheduler_state: str | None = Field(None, alias="scheduler-state", description="the adaptive scheduler's state (Executing, Restarting, ...)")
+    rescales: list[RescaleInfo] = Field(default_factory=list, description="the adaptive scheduler's rescale history, oldest first")
+
+
+class ParallelismBounds(RestModel):
+    lower_bound: int = Field(1, ge=1, alias="lowerBound")
+    upper_bound: int = Field(ge=1, alias="upperBound")
+
+
+class VertexResourceRequirements(RestModel):
+    """Flink 1.18: JobVertexResourceRequirements."""
+
+    parallelism: ParallelismBounds
+
+
+class TaskManagerCountRequest(RestModel):
+    taskmanagers: int = Field(ge=0, le=10_000, description="how many TaskManagers the cluster runs from now on")
 
 
 class ExceptionHistory(RestModel):
@@ -437,11 +467,12 @@ def subtask_info(st: m.SubtaskDetails, now_ms: int) -> SubtaskInfo:
     end = ts.get(st.state.value) if st.state in _TERMINAL_EXECUTION else None
     start_time, end_time, duration = _span(start, end, now_ms)
     ratio = 0.0 if st.state in _TERMINAL_EXECUTION else st.backpressure_ratio
+    busy = 0 if st.state in _TERMINAL_EXECUTION else round(st.busy_ratio * 1000)
     return SubtaskInfo(
         subtask=st.subtask_index, status=st.state, attempt=st.attempt_number, attempt_id=st.attempt_id,
         taskmanager_id=st.tm_id, host=st.host, start_time=start_time, end_time=end_time, duration=duration,
         metrics=io_metrics(st.metrics, st.backpressured_ms), backpressure_ratio=ratio,
-        backpressure_level=backpressure_level(ratio),
+        backpressure_level=backpressure_level(ratio), busy_time_ms_per_second=busy,
         failure=exception_info(st.failure, end) if st.failure is not None else None,
         other_concurrent_attempts=[subtask_info(other, now_ms) for other in st.other_concurrent_attempts],
     )
@@ -464,11 +495,13 @@ def vertex_info(v: m.VertexDetails, now_ms: int) -> VertexInfo:
         accumulated_backpressured_time=sum(s.metrics.accumulated_backpressured_time for s in subtasks),
     )
     ratio = max((s.backpressure_ratio for s in subtasks), default=0.0)  # Flink: the worst subtask
+    running = [s.busy_time_ms_per_second for s, st in zip(subtasks, v.subtasks) if st.state is ExecutionState.RUNNING]
     return VertexInfo(
         id=v.vertex_id, name=v.name, parallelism=v.parallelism, max_parallelism=v.max_parallelism,
         slot_sharing_group=v.slot_sharing_group, status=aggregate_vertex_state([st.state for st in v.subtasks]),
         start_time=start_time, end_time=end_time, duration=duration, tasks=counts, metrics=totals,
         backpressure_ratio=ratio, backpressure_level=backpressure_level(ratio), subtasks=subtasks,
+        busy_time_ms_per_second=round(sum(running) / len(running)) if running else 0,
     )
 
 
@@ -490,6 +523,12 @@ def job_details(d: m.JobDetailsMessage, now_ms: int) -> JobDetails:
             RegionInfo(index=r.index, status=r.state, subtasks=r.subtasks, blocking_inputs=r.blocking_inputs,
                        blocking_inputs_committed=r.blocking_inputs_committed)
             for r in d.regions
+        ],
+        scheduler=d.scheduler, scheduler_state=d.scheduler_state,
+        rescales=[
+            RescaleInfo(timestamp=r.timestamp_ms, from_parallelism=r.from_parallelism, to_parallelism=r.to_parallelism, cause=r.cause,
+                        downtime=r.downtime_ms)
+            for r in d.rescales
         ],
     )
 

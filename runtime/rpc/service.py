@@ -157,7 +157,7 @@ class RpcEndpoint:
         # the loop's default executor (run_in_executor) has threads of its own: end them
         await self.loop.shutdown_default_executor()
 
-    def spawn(self, coro: Awaitable[Any]) -> asyncio.Future:
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Future[Any]:
         """Start background work on the main thread; it is awaited (then cancelled) when the endpoint stops."""
         task = asyncio.ensure_future(coro, loop=self.loop)
         self._tasks.add(task)

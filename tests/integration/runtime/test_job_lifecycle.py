@@ -13,6 +13,7 @@ from runtime.api.connectors.base import Sink
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.operators.base import StreamOperator
 from runtime.core.errors import JobExecutionError
+from runtime.core.operators import OperatorCoordinator, OperatorCoordinatorContext
 from runtime.core.records import RecordBatch
 from runtime.core.states import ExecutionState, JobStatus
 from runtime.deploy.minicluster import MiniCluster
@@ -38,16 +39,11 @@ COMMIT_STARTED = threading.Event()
 COMMIT_MAY_END = threading.Event()
 
 
-class SlowCommitCoordinator:
-    def __init__(self) -> None:
+class SlowCommitCoordinator(OperatorCoordinator):
+    def __init__(self, context: OperatorCoordinatorContext) -> None:
+        super().__init__(context)
         self.closed_during_commit = False
         self._committing = False
-
-    def start(self) -> None:
-        pass
-
-    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
-        pass
 
     def on_job_finished(self) -> dict[str, Any]:
         self._committing = True
@@ -62,8 +58,8 @@ class SlowCommitCoordinator:
 
 
 class SlowCommitProvider:
-    def create(self, job_id: str, operator_name: str, parallelism: int) -> SlowCommitCoordinator:
-        return SlowCommitCoordinator()
+    def create(self, context: OperatorCoordinatorContext) -> SlowCommitCoordinator:
+        return SlowCommitCoordinator(context)
 
 
 class SlowCommitSink(Sink):
@@ -75,7 +71,7 @@ class SlowCommitSink(Sink):
 
 
 class BrokenProvider:
-    def create(self, job_id: str, operator_name: str, parallelism: int) -> Any:
+    def create(self, context: OperatorCoordinatorContext) -> Any:
         raise RuntimeError("the commit service is unreachable")
 
 
