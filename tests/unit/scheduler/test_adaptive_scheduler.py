@@ -139,3 +139,17 @@ def test_cancel_ends_the_job_canceled_and_a_finished_execution_finishes_it(host:
         assert isinstance(other.results[0], m.JobResultMessage) and other.results[0].status is JobStatus.FINISHED
     finally:
         other.close()
+
+
+def test_a_cancel_between_two_executions_ends_the_job_at_once(host: FakeHost) -> None:
+    s = adaptive(host, **{"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3",
+                          "restart-strategy.fixed-delay.delay": "1 min"})
+    offer_slots(host, 2)
+    s.on_slots_offered()
+    host.settle()
+    run_all(host, s)
+    s.task_manager_lost("tm-1", "TaskManager tm-1 lost")
+    host.settle()
+    assert s.state.name == "Restarting" and s.execution is not None and s.execution.status.state is JobStatus.FAILED
+    assert s.cancel().ok
+    assert s.status.state is JobStatus.CANCELED and [r.status for r in host.results] == [JobStatus.CANCELED]

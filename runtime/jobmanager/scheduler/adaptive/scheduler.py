@@ -374,6 +374,7 @@ class AdaptiveScheduler:
                 execution.cancel()
             await host.ended
             self._collect_restorable(execution)
+            await self._newest_in_store()
         if backoff_s > 0:
             await asyncio.sleep(backoff_s)
         if not isinstance(self.state, st.Restarting):
@@ -416,6 +417,22 @@ class AdaptiveScheduler:
         for candidate in (cc.latest_completed, cc.latest_savepoint):
             if candidate is not None and (self._restorable is None or candidate.checkpoint_id > self._restorable.checkpoint_id):
                 self._restorable = candidate
+
+    async def _newest_in_store(self) -> None:
+        """Delta is the truth for checkpoints: a commit that landed but whose reply was lost counts."""
+        if not self.checkpoint_config.enabled:
+            return
+        from runtime.jobmanager.checkpoint.store import CompletedCheckpointStore
+
+        store = CompletedCheckpointStore(self.job_id, self.checkpoint_config.table_uri, self.checkpoint_config.num_retained)
+        try:
+            latest = await self.host.loop.run_in_executor(None, store.latest)
+        except Exception as e:  # noqa: BLE001 - unreadable now: the newest the executions reported counts
+            self._log(logging.WARNING, "could not read the checkpoint table for the newest checkpoint: %s", e)
+            return
+        if latest is not None and (self._restorable is None or latest.checkpoint_id > self._restorable.checkpoint_id):
+            self._restorable = latest
+            self._last_checkpoint_id = max(self._last_checkpoint_id, latest.checkpoint_id)
 
     def _execution_ended(self, host: _ExecutionHost, result: m.JobResultMessage) -> None:
         """An execution reached a terminal status: the job ends with it, or restarts."""
@@ -493,16 +510,14 @@ class AdaptiveScheduler:
         if self.state.job_status.is_globally_terminal:
             return m.Ack()
         execution = self.execution
-        if execution is not None and self.state.has_execution and not isinstance(self.state, st.Restarting):
-            ack = execution.cancel()
+        if execution is not None and self.state.has_execution and not execution.status.state.is_globally_terminal:
+            ack = execution.cancel()  # its end (_execution_ended) finishes the job CANCELED
             if not ack.ok:
                 return ack
-            self._to(st.Canceling())
+            if not isinstance(self.state, st.Canceling):
+                self._to(st.Canceling())
             return m.Ack()
-        if isinstance(self.state, st.Restarting) and execution is not None:
-            self._to(st.Canceling())
-            execution.cancel()
-            return m.Ack()
+        # no execution runs (waiting for slots, or between two executions): nothing to wait for
         self._finish(JobStatus.CANCELED, None)
         return m.Ack()
 
