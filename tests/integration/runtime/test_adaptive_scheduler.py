@@ -85,7 +85,8 @@ def test_adaptive_runs_on_the_slots_it_has_scales_up_and_down_and_stays_exactly_
     # from 2 vertices at 2 up to both at 4 (one step per TaskManager as each registers), then down after the kill
     assert steps[0][0] == 4 and max(after for _, after in steps) == 8, steps
     assert any(after < before for before, after in steps), steps
-    assert all(r.downtime_ms is not None and r.downtime_ms < 30_000 for r in details.rescales), details.rescales
+    # each rescale's downtime is known once its execution ran (one superseded while deploying has none)
+    assert details.rescales[-1].downtime_ms is not None and all(r.downtime_ms < 30_000 for r in details.rescales if r.downtime_ms is not None)
     # exactly once through every rescale and the kill: no (user, window) missing, duplicated or wrong
     assert read_windowed_sum(out) == windowed_sum.reference(n)
 

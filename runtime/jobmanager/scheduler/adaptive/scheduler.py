@@ -142,7 +142,7 @@ class AdaptiveScheduler:
         self._last_checkpoint_id = 0  # the highest id an execution used: the next one continues after it
         self._restorable: Any = None  # the newest completed checkpoint or savepoint: where the next execution starts
         self._first_savepoint_path = checkpointing_options.SAVEPOINT_PATH.get(config)
-        self._stop_savepoint: asyncio.Future[m.SavepointLocation] | None = None
+        self._rescale_triggered_at: float | None = None
 
     # --- helpers ----------------------------------------------------------------------------------
     def _log(self, level: int, msg: str, *args: Any) -> None:
@@ -307,30 +307,34 @@ class AdaptiveScheduler:
         self._log(logging.INFO, "running at parallelism %s on %d slot(s)%s", self._describe(parallelism), self._slots(),
                   f", from checkpoint {restore.checkpoint_id}" if restore is not None else "")
         started_at = self.clock()
-        self._to(st.Executing())
-        self.rescales_manager.executing_started()
-        await execution.start()
-        if execution.status.state is not JobStatus.RUNNING:
-            return  # it failed at once (e.g. a savepoint that does not fit): _execution_ended handles it
+        event = None
         if previous and previous != parallelism:
             event = m.RescaleEvent(
                 timestamp_ms=int(started_at * 1000), from_parallelism=self._by_name(previous), to_parallelism=self._by_name(parallelism), cause=cause,
             )
             self.rescales.append(event)
-            self.host.spawn(self._note_downtime(execution, event))
+        self._to(st.Executing())
+        self.rescales_manager.executing_started()
+        await execution.start()
+        if execution.status.state is JobStatus.RUNNING:  # else it failed at once: _execution_ended handles it
+            self.host.spawn(self._watch_running(execution, event))
 
-    async def _note_downtime(self, execution: DefaultScheduler, event: m.RescaleEvent) -> None:
-        """The rescale's downtime: its trigger -> every task of the new execution RUNNING."""
-        trigger = getattr(self, "_rescale_triggered_at", event.timestamp_ms / 1000.0)
+    async def _watch_running(self, execution: DefaultScheduler, event: m.RescaleEvent | None) -> None:
+        """Once every task of `execution` runs: a rescale's downtime is known (its trigger -> now), and
+        slot changes that arrived meanwhile are looked at (no rescale cancels an execution still deploying)."""
+        trigger = self._rescale_triggered_at if self._rescale_triggered_at is not None else (event.timestamp_ms / 1000.0 if event else 0.0)
         while self.execution is execution and not execution.all_tasks_running():
             if execution.status.state.is_globally_terminal:
                 return
             await asyncio.sleep(0.01)
-        if self.execution is execution:
+        if self.execution is not execution:
+            return
+        if event is not None:
             i = self.rescales.index(event)
             self.rescales[i] = event.model_copy(update={"downtime_ms": int((self.clock() - trigger) * 1000)})
             self._log(logging.INFO, "rescaled %s -> %s (%s) in %.2fs", event.from_parallelism, event.to_parallelism, event.cause,
                       self.clock() - trigger)
+        self._check_resources()
 
     def _graph_at(self, parallelism: dict[str, int]) -> JobGraph:
         graph = self.job_graph.model_copy(deep=True)
@@ -352,6 +356,8 @@ class AdaptiveScheduler:
     def _consider_rescale(self, forced: bool, cause: str) -> None:
         if not isinstance(self.state, st.Executing) or self.execution is None:
             return
+        if not forced and not self.execution.all_tasks_running():
+            return  # still deploying: _watch_running looks again once every task runs
         proposed = self._decide(self._slots())
         decision = self.rescales_manager.decide(self.parallelism, proposed, forced=forced)
         if decision.retry_at is not None:
@@ -390,7 +396,10 @@ class AdaptiveScheduler:
     async def _checkpoint_before_rescale(self, execution: DefaultScheduler) -> None:
         """A checkpoint now, so the next execution replays as little as possible (else the newest one counts)."""
         cc = execution.checkpoints
-        if cc is None or not execution.all_tasks_running():
+        if cc is None:
+            return
+        if not execution.all_tasks_running():
+            await cc.settle()
             return
         try:
             cid = await cc.trigger_checkpoint()
@@ -402,11 +411,12 @@ class AdaptiveScheduler:
         while self.clock() < deadline:
             latest = cc.latest_completed
             if latest is not None and latest.checkpoint_id >= cid:
-                return
+                break
             if cc.pending is None or cc.pending.checkpoint_id != cid:
-                if latest is None or latest.checkpoint_id < cid:
-                    return  # aborted: the newest completed checkpoint counts
+                break  # aborted: the newest completed checkpoint counts
             await asyncio.sleep(0.01)
+        # its sinks' commits (the Delta sink's) finish in this execution, not after its cancel
+        await cc.settle()
 
     def _collect_restorable(self, execution: DefaultScheduler) -> None:
         """Where the next execution starts: the newest checkpoint or savepoint of this one (or before)."""
@@ -470,6 +480,7 @@ class AdaptiveScheduler:
             return
         self._record(cause, sum(self.parallelism.values()))
         self.num_restarts += 1
+        self._rescale_triggered_at = self.clock()  # a parallelism change of the restart counts its downtime from here
         backoff = self.restart_strategy.backoff_time_ms() / 1000.0
         self._log(logging.WARNING, "restarting the job in %.2fs after: %s", backoff, cause.describe())
         self._to(st.Restarting(cause.describe(), backoff, rescale=False))
