@@ -153,3 +153,24 @@ def test_a_cancel_between_two_executions_ends_the_job_at_once(host: FakeHost) ->
     assert s.state.name == "Restarting" and s.execution is not None and s.execution.status.state is JobStatus.FAILED
     assert s.cancel().ok
     assert s.status.state is JobStatus.CANCELED and [r.status for r in host.results] == [JobStatus.CANCELED]
+
+
+def test_slots_arriving_for_raised_requirements_do_not_wait_for_the_cooldown(host: FakeHost) -> None:
+    s = adaptive(host, **{"jobmanager.adaptive-scheduler.scaling-interval.min": "10 min"})
+    s.update_resource_requirements({v: VertexParallelismBounds(lower_bound=1, upper_bound=2) for v in ("A", "B")})
+    offer_slots(host, 2)
+    s.on_slots_offered()
+    host.settle()
+    run_all(host, s)
+    assert s.parallelism == {"A": 2, "B": 2}
+    s.update_resource_requirements({v: VertexParallelismBounds(lower_bound=1, upper_bound=4) for v in ("A", "B")})
+    host.settle()
+    assert s.parallelism == {"A": 2, "B": 2}  # no slots for more yet
+    for i in (2, 3):
+        host.slot_pool.offer(PhysicalSlot(f"alloc-{i}", f"tm-{i}", 0, DataAddress(tm_id=f"tm-{i}", host="127.0.0.1", port=1)))
+    s.on_slots_offered()
+    host.settle()
+    assert s.parallelism == {"A": 4, "B": 4}, "the cooldown (10 min) held back a rescale the new requirements asked for"
+    run_all(host, s)
+    # an ordinary scale-up later does wait for the cooldown
+    assert s.rescales_manager.decide({"A": 4}, {"A": 5}).retry_at is not None

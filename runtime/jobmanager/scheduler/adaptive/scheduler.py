@@ -143,6 +143,7 @@ class AdaptiveScheduler:
         self._restorable: Any = None  # the newest completed checkpoint or savepoint: where the next execution starts
         self._first_savepoint_path = checkpointing_options.SAVEPOINT_PATH.get(config)
         self._rescale_triggered_at: float | None = None
+        self._requirements_pending = False
 
     # --- helpers ----------------------------------------------------------------------------------
     def _log(self, level: int, msg: str, *args: Any) -> None:
@@ -276,7 +277,10 @@ class AdaptiveScheduler:
             else:
                 self._arm_check(self._wait.next_check(slots, minimum_slots(vertices)))
         elif isinstance(state, st.Executing):
-            self._consider_rescale(forced=False, cause=f"slots changed ({self._slots()} held)")
+            if self._requirements_pending:  # slots for new requirements: they do not wait for the cooldown
+                self._consider_rescale(forced=True, cause="resource requirements changed")
+            else:
+                self._consider_rescale(forced=False, cause=f"slots changed ({self._slots()} held)")
 
     def _wait_restored_status(self) -> JobStatus:
         return self.state.job_status
@@ -366,6 +370,7 @@ class AdaptiveScheduler:
             self._log(logging.DEBUG, "no rescale: %s", decision.why)
             return
         self._rescale_triggered_at = self.clock()
+        self._requirements_pending = self._requirements_pending and proposed != self._decide(desired_slots(self._vertex_slots()))
         self._log(logging.INFO, "rescaling %s -> %s: %s", self._describe(self.parallelism), self._describe(proposed or {}), cause)
         self._to(st.Restarting(cause, 0.0, rescale=True))
         self.host.spawn(self._restart(cause, 0.0, checkpoint_first=True))
@@ -404,8 +409,11 @@ class AdaptiveScheduler:
         try:
             cid = await cc.trigger_checkpoint()
         except CheckpointError:
-            return
+            cid = None
+        if cid is None and cc.pending is not None and not cc.pending.discarded:
+            cid = cc.pending.checkpoint_id  # one is in flight: it is as good as a new one (cancelling would throw it away)
         if cid is None:
+            await cc.settle()
             return
         deadline = self.clock() + RESCALE_CHECKPOINT_TIMEOUT_S
         while self.clock() < deadline:
@@ -539,6 +547,7 @@ class AdaptiveScheduler:
     def update_resource_requirements(self, requirements: dict[str, VertexParallelismBounds]) -> None:
         """New per-vertex bounds (validated by the caller against the graph); the job follows at once."""
         self.requirements.update(requirements)
+        self._requirements_pending = True  # until the job runs at what they allow, their rescales are forced
         self._log(logging.INFO, "resource requirements changed: %s",
                   ", ".join(f"{v} {b.lower_bound}..{b.upper_bound}" for v, b in requirements.items()))
         self.host.spawn(self._redeclare())
