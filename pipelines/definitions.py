@@ -10,6 +10,8 @@ Resources:
   running_totals lifecycle, pipelines/live.py); the cluster
   is MILLRACE_URL + MILLRACE_TOKEN when set (EnvVar), else the cluster file under MILLRACE_HOME.
 - `warehouse`: DeltaWarehouseResource; base location MILLRACE_WAREHOUSE or <project>/warehouse.
+- `millrace_autoscaler`: the autoscaling sensor's settings (pipelines/autoscaling_sensor.py): target
+  utilisation, its boundary, min/max parallelism, cooldown.
 """
 import os
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 from dagster import Definitions, EnvVar
 
 from pipelines.assets import user_minute_totals, windowed_sum_table
+from pipelines.autoscaling_sensor import MillraceAutoscalerResource, apply_millrace_rescale, millrace_autoscaling_sensor
 from pipelines.checks import table_checks
 from pipelines.daily_totals import daily_events, running_totals
 from pipelines.live import (
@@ -51,6 +54,7 @@ resources = {
         mode="session", url=_env_or_none("MILLRACE_URL"), token=_env_or_none("MILLRACE_TOKEN"), spark=spark
     ),
     "warehouse": DeltaWarehouseResource(base_path=os.environ.get("MILLRACE_WAREHOUSE", str(PROJECT_ROOT / "warehouse"))),
+    "millrace_autoscaler": MillraceAutoscalerResource(),
 }
 
 asset_checks = [
@@ -63,9 +67,9 @@ defs = Definitions(
     asset_checks=asset_checks,
     jobs=[
         daily_tables_job, user_minute_totals_job, submit_live_activity_job, cancel_live_activity_job,
-        start_live_running_totals_job, savepoint_live_jobs, stop_live_with_savepoint,
+        start_live_running_totals_job, savepoint_live_jobs, stop_live_with_savepoint, apply_millrace_rescale,
     ],
     schedules=[daily_tables_schedule, savepoint_live_jobs_schedule],
-    sensors=[windowed_sum_version_sensor, millrace_failure_sensor, millrace_restore_sensor],
+    sensors=[windowed_sum_version_sensor, millrace_failure_sensor, millrace_restore_sensor, millrace_autoscaling_sensor],
     resources=resources,
 )

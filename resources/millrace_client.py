@@ -5,7 +5,8 @@
   TaskManagers on the run's Spark executors ("spark") or local processes ("local"). Attached only;
   it knows only the jobs it submitted itself.
 - `SessionMillraceClient`: a long-running session cluster reached over its REST API; attached or
-  detached jobs, any job of the cluster, savepoints (trigger, stop-with-savepoint) and checkpoints.
+  detached jobs, any job of the cluster, savepoints (trigger, stop-with-savepoint), checkpoints, and
+  an adaptive job's details and resource requirements (the autoscaling sensor reads and sets them).
 
 Both follow an attached job the same way: progress (status changes, the plan, records per vertex)
 goes to the run log, and if the step is interrupted (the run is terminated from the UI: Dagster
@@ -356,6 +357,20 @@ class MillraceClient(abc.ABC):
         """Where the job's newest completed checkpoint or savepoint can be restored from (None: none)."""
         raise self._needs_session("looking up a job's checkpoints")
 
+    # --- elastic scaling (a session cluster's adaptive jobs; the autoscaling sensor) ----------
+    def job_details(self, job_id: str) -> dict[str, Any]:
+        """The job's REST details with Flink's keys: state, scheduler, scheduler-state, now, rescales,
+        and per vertex id, name, parallelism, maxParallelism, status, tasks, busyTimeMsPerSecond, backpressure-ratio."""
+        raise self._needs_session("reading a job's details")
+
+    def resource_requirements(self, job_id: str) -> dict[str, tuple[int, int]]:
+        """Each vertex id's (lower, upper) parallelism bound."""
+        raise self._needs_session("reading a job's resource requirements")
+
+    def update_resource_requirements(self, job_id: str, bounds: dict[str, tuple[int, int]], context: Any = None) -> None:
+        """New (lower, upper) parallelism bounds per vertex id: a job under the adaptive scheduler rescales."""
+        raise self._needs_session("changing a job's resource requirements")
+
     def _needs_session(self, what: str) -> ConfigurationError:
         return ConfigurationError(
             f"{what} needs a session cluster, but this Millrace client is {type(self).__name__}: "
@@ -455,6 +470,17 @@ class SessionMillraceClient(MillraceClient):
         if not candidates:
             return None
         return str(max(candidates, key=lambda c: int(c.get("id", 0)))["external_path"])
+
+    def job_details(self, job_id: str) -> dict[str, Any]:
+        return self._details(job_id)
+
+    def resource_requirements(self, job_id: str) -> dict[str, tuple[int, int]]:
+        return dict(self.rest().resource_requirements(job_id))
+
+    def update_resource_requirements(self, job_id: str, bounds: dict[str, tuple[int, int]], context: Any = None) -> None:
+        self.rest().update_resource_requirements(job_id, bounds)
+        described = ", ".join(f"{vertex}: {lo}..{hi}" for vertex, (lo, hi) in bounds.items())
+        _logger(context).info(f"Millrace job {job_id}: new resource requirements {described}")
 
 def _status_or(client: JobClient, default: Any) -> Any:
     try:
