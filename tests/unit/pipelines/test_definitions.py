@@ -46,8 +46,13 @@ def test_launchpad_config_is_typed_and_documented():
 def test_jobs_sensors_and_schedule_are_registered():
     repo = defs.get_repository_def()
     assert {"daily_tables_job", "user_minute_totals_job", "submit_live_activity_job", "cancel_live_activity_job"} <= set(repo.job_names)
-    assert {s.name for s in repo.sensor_defs} == {"windowed_sum_version_sensor", "millrace_failure_sensor", "millrace_restore_sensor"}
+    assert {s.name for s in repo.sensor_defs} == {
+        "windowed_sum_version_sensor", "millrace_failure_sensor", "millrace_restore_sensor", "millrace_autoscaling_sensor",
+    }
     assert {s.name for s in repo.schedule_defs} == {"daily_tables_schedule", "savepoint_live_jobs_schedule"}
     assert defs.get_schedule_def("savepoint_live_jobs_schedule").cron_schedule == "0 * * * *"
-    for name in ("submit_live_activity_job", "cancel_live_activity_job", "start_live_running_totals_job", "savepoint_live_jobs", "stop_live_with_savepoint"):
+    for name in (
+        "submit_live_activity_job", "cancel_live_activity_job", "start_live_running_totals_job", "savepoint_live_jobs", "stop_live_with_savepoint",
+        "apply_millrace_rescale",
+    ):
         assert "millrace_session" in defs.resolve_job_def(name).required_resource_keys
