@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 echo "lint: import contracts" >&2
-.venv/bin/lint-imports --no-cache --config .importlinter
+.venv/bin/lint-imports --no-cache .importlinter
 echo "lint: ruff" >&2
 .venv/bin/ruff check --no-cache .
 echo "lint: mypy" >&2

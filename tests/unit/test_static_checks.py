@@ -30,7 +30,7 @@ def _copy_packages(dest: Path) -> None:
 
 def test_import_contracts_catch_a_state_backend_importing_the_api(tmp_path: Path) -> None:
     _copy_packages(tmp_path)
-    lint = [str(BIN / "lint-imports"), "--no-cache", "--config", str(ROOT / ".importlinter")]
+    lint = [str(BIN / "lint-imports"), "--no-cache", str(ROOT / ".importlinter")]
     clean = _run(lint, tmp_path, PYTHONPATH=str(tmp_path))
     assert clean.returncode == 0, clean.stdout + clean.stderr
     # the seam issue 25 closed: a state backend reaching up into the DataStream API
@@ -45,7 +45,7 @@ def test_import_contracts_catch_the_runtime_importing_dagster_resources(tmp_path
     _copy_packages(tmp_path)
     core = tmp_path / "runtime" / "core" / "records.py"
     core.write_text(core.read_text() + "\nimport resources.millrace  # planted\n")
-    broken = _run([str(BIN / "lint-imports"), "--no-cache", "--config", str(ROOT / ".importlinter")], tmp_path, PYTHONPATH=str(tmp_path))
+    broken = _run([str(BIN / "lint-imports"), "--no-cache", str(ROOT / ".importlinter")], tmp_path, PYTHONPATH=str(tmp_path))
     assert broken.returncode != 0
     assert "runtime.core.records -> resources.millrace" in broken.stdout, broken.stdout
 
