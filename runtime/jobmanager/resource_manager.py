@@ -249,6 +249,12 @@ class ResourceManager(RpcEndpoint):
         the surplus (idle ones first; a busy one's jobs lose its slots: a reactive job scales down,
         another fails over). From now on it is both the minimum and the maximum."""
         n = msg.task_managers
+        cap = self.config.max_task_managers  # the cluster's own bound, set when it started: scaling stays within it
+        if cap is not None and n > cap:
+            return m.Ack(ok=False, message=(
+                f"cannot scale to {n} TaskManagers: this cluster runs at most {cap} (its max_task_managers; "
+                "millrace cluster start --max-taskmanagers sets it)"
+            ))
         sm = self.slot_manager
         sm.min_task_managers = n
         sm.max_task_managers = n

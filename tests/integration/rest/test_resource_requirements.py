@@ -34,7 +34,7 @@ ADAPTIVE = {
 @pytest.fixture(scope="module")
 def elastic() -> Iterator[RestCluster]:
     yield from start_rest_cluster(MiniClusterConfig(
-        provider="local", initial_task_managers=2, min_task_managers=2, max_task_managers=2, slots_per_tm=1,
+        provider="local", initial_task_managers=2, min_task_managers=2, max_task_managers=3, slots_per_tm=1,
         heartbeat_timeout_ms=5000, tm_log_level=os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING"),
     ))
 
@@ -104,3 +104,6 @@ def test_the_default_scheduler_refuses_new_requirements_with_409_and_the_cluster
     wait_until(lambda: len(client.task_managers()) == 2, timeout=60, what="back to two TaskManagers")
     status, err = call(rc, "PUT", "/cluster/taskmanagers", {"taskmanagers": -1})
     assert status == 400 and err["errors"]
+    status, err = call(rc, "PUT", "/cluster/taskmanagers", {"taskmanagers": 9999})  # above the cluster's max: refused, nothing started
+    assert status == 400 and "this cluster runs at most" in err["errors"][0], err
+    assert len(client.task_managers()) == 2

@@ -33,13 +33,14 @@ ADAPTIVE = {
 
 @pytest.fixture
 def two_task_managers() -> Iterator[MiniCluster]:
-    """Two one-slot TaskManagers, and never more unless the test scales the cluster."""
+    """Two one-slot TaskManagers, pinned there (the cluster may run 4: a test scales it up)."""
     config = MiniClusterConfig(
-        provider="local", initial_task_managers=2, min_task_managers=2, max_task_managers=2, slots_per_tm=1,
+        provider="local", initial_task_managers=2, min_task_managers=2, max_task_managers=4, slots_per_tm=1,
         heartbeat_timeout_ms=5000, tm_log_level=os.environ.get("MILLRACE_TM_LOG_LEVEL", "WARNING"),
     )
     cluster = MiniCluster(config).start()
     try:
+        assert cluster.resource_manager_gateway().call_sync("set_task_manager_count", m.TaskManagerCount(task_managers=2), timeout=10).ok
         cluster.wait_for_task_managers(2, timeout=60)
         yield cluster
     finally:
