@@ -7,6 +7,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,15 +57,19 @@ def running_at(cluster: MiniCluster, job_id: str, parallelism: int) -> m.JobDeta
     return d if ok else None
 
 
+def submit_adaptive(cluster: MiniCluster, name: str, parallelism: int, n: int, out: str, rate: int) -> Any:
+    """The checkpointed, throttled main job under the adaptive scheduler; its client."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    windowed_sum.build(env, n, out, rate=rate, checkpoint_interval_ms=300)
+    graph = env.get_job_graph(name)
+    return cluster.submit(graph.model_copy(update={"config": {**graph.config, **ADAPTIVE}}))
+
+
 def test_adaptive_runs_on_the_slots_it_has_scales_up_and_down_and_stays_exactly_once(two_task_managers: MiniCluster, tmp_path: Path) -> None:
     cluster = two_task_managers
     n, out = 150_000, str(tmp_path / "out")
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(4)
-    windowed_sum.build(env, n, out, rate=8_000, checkpoint_interval_ms=300)
-    graph = env.get_job_graph("adaptive windowed_sum")
-    graph = graph.model_copy(update={"config": {**graph.config, **ADAPTIVE}})
-    client = cluster.submit(graph)
+    client = submit_adaptive(cluster, "adaptive windowed_sum", 4, n, out, rate=8_000)
     wait_until(lambda: running_at(cluster, client.job_id, 2), timeout=60, what="the job at p=2 on 2 slots", interval=0.1)
 
     # two more TaskManagers: the job scales to its configured 4
@@ -95,12 +100,7 @@ def test_adaptive_runs_on_the_slots_it_has_scales_up_and_down_and_stays_exactly_
 def test_new_resource_requirements_rescale_a_running_job_and_bad_ones_are_refused(two_task_managers: MiniCluster, tmp_path: Path) -> None:
     cluster = two_task_managers
     n, out = 60_000, str(tmp_path / "out")
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    windowed_sum.build(env, n, out, rate=6_000, checkpoint_interval_ms=300)
-    graph = env.get_job_graph("rescaled windowed_sum")
-    graph = graph.model_copy(update={"config": {**graph.config, **ADAPTIVE}})
-    client = cluster.submit(graph)
+    client = submit_adaptive(cluster, "rescaled windowed_sum", 2, n, out, rate=6_000)
     wait_until(lambda: running_at(cluster, client.job_id, 2), timeout=60, what="the job at p=2", interval=0.1)
     dispatcher = cluster.dispatcher_gateway()
     current = dispatcher.call_sync("request_job_resource_requirements", m.JobIdMessage(job_id=client.job_id), timeout=10)
