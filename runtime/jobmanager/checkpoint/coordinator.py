@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -465,18 +465,23 @@ class CheckpointCoordinator:
         """Blocking work that must be ordered with checkpoint commits (e.g. a sink's commit on restore)."""
         return await self._run_io(fn, *args)
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> Future[None] | None:
+        """Stop triggering; returns the clean-up still running on the I/O thread (None: nothing to do).
+        The job reports its end only after it, so whoever reads the job's result (a test, a restore, a
+        JobResultStore entry) finds no folder of a checkpoint that never completed."""
         if self._shutdown:
-            return
+            return None
         self._shutdown = True
         self.stop_periodic()
         if self.pending is not None and self.pending.timeout_handle is not None:
             self.pending.timeout_handle.cancel()
+        cleanup = None
         if self._next_id > 1:
             # every task is done now: what failed checkpoints left (files no acknowledgement listed, a
             # killed writer's temp file, empty folders) goes, after any commit still queued before it
-            self._io.submit(self._remove_uncommitted, self._next_id - 1)
+            cleanup = self._io.submit(self._remove_uncommitted, self._next_id - 1)
         self._io.shutdown(wait=False)
+        return cleanup
 
     def _remove_uncommitted(self, up_to: int) -> None:
         try:

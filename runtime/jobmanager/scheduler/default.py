@@ -17,6 +17,7 @@ RUNNING, as in Flink.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
@@ -898,8 +899,7 @@ class DefaultScheduler:
         if status is not JobStatus.FINISHED:
             self._retain_restorable_outputs()
         self.coordinators.close_all(lambda h, e: self._log(logging.WARNING, "closing the coordinator of '%s' failed: %s", h.name, e))
-        if self.checkpoints is not None:
-            self.checkpoints.shutdown()
+        cleanup = None if self.checkpoints is None else self.checkpoints.shutdown()
         if self.partitions is not None:
             from runtime.storage.blocking_results import remove_job_results
 
@@ -909,6 +909,14 @@ class DefaultScheduler:
         self._set_status(status)
         self.archived = self.job_details()
         self.host.spawn(self.host.release_resources())
+        if cleanup is None or cleanup.done():
+            self.host.job_reached_terminal(self.result())
+        else:
+            self.host.spawn(self._report_end_after(cleanup))
+
+    async def _report_end_after(self, cleanup: concurrent.futures.Future[None]) -> None:
+        """The end is reported once the checkpoint clean-up ran (it never raises: it logs)."""
+        await asyncio.wrap_future(cleanup)
         self.host.job_reached_terminal(self.result())
 
     def _retain_restorable_outputs(self) -> None:
