@@ -23,3 +23,5 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 # the Delta jars once, now (Maven Central), so that no Spark session runs Ivy and prints its resolution
 .venv/bin/python -m runtime.deploy.spark_jars
+# the ZooKeeper jars once (Maven Central), for the high-availability tests and infra/zookeeper.sh
+.venv/bin/python -m runtime.deploy.zookeeper_server fetch
