@@ -157,8 +157,26 @@ def _cluster_config(args: argparse.Namespace, mode: str, home: Any, **extra: Any
     return ClusterConfig(
         mode=mode, home=str(home), provider=args.provider, spark_master=args.spark_master,
         task_managers=getattr(args, "taskmanagers", 1), slots_per_task_manager=args.slots_per_taskmanager,
-        max_task_managers=args.max_taskmanagers, log_level=args.log_level, **extra,
+        max_task_managers=args.max_taskmanagers, log_level=args.log_level, high_availability=_ha_settings(args), **extra,
     )
+
+
+def _ha_settings(args: argparse.Namespace) -> Any:
+    """high-availability.* from `cluster start --ha zookeeper ...` (-D high-availability.KEY=VALUE for the rest)."""
+    from runtime.core.options import high_availability as ha
+
+    config: dict[str, str] = {}
+    for item in getattr(args, "define", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"-D {item!r}: expected KEY=VALUE, e.g. -D high-availability.cluster-id=prod")
+        config[key.strip()] = value.strip()
+    if getattr(args, "ha", None):
+        config[ha.HA_TYPE.key] = args.ha
+    for flag, option in (("zookeeper_quorum", ha.ZOOKEEPER_QUORUM), ("cluster_id", ha.CLUSTER_ID), ("ha_storage_dir", ha.STORAGE_DIR)):
+        if getattr(args, flag, None):
+            config[option.key] = getattr(args, flag)
+    return ha.HighAvailabilitySettings.from_config({k: v for k, v in config.items() if k.startswith("high-availability")})
 
 
 def _run_with(executor: Any, args: argparse.Namespace, job_args: list[str]) -> int:
@@ -539,6 +557,13 @@ def cmd_state(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_cluster_info(endpoint: Any) -> Any:
+    """This JobManager's own /cluster (not the leader's: its role is what `cluster status` shows)."""
+    from runtime.rest.client import RestClusterClient
+
+    return RestClusterClient(endpoint.url, endpoint.token, timeout=10).cluster_info()
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     from runtime.deploy.cluster_file import millrace_home, process_alive, read_cluster_file
     from runtime.deploy.cluster_process import start_cluster_process, stop_cluster
@@ -567,6 +592,11 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         if alive:
             ov = _dump(_client(argparse.Namespace(cluster=str(home), token=None)).overview())
             print("  " + ", ".join(f"{k}: {v}" for k, v in ov.items()))
+            ha = read_cluster_info(endpoint).high_availability
+            if ha is not None:
+                leader = (ha.leader or {}).get("rest_url", "none elected")
+                print(f"  high availability: this JobManager is the {ha.role} (session {ha.leader_session_id or '-'}), "
+                      f"leader {leader}, ZooKeeper {ha.quorum} {ha.zookeeper_connection}")
         return 0 if alive else 1
     how = stop_cluster(endpoint, home)
     print(f"Session cluster at {endpoint.url} (pid {endpoint.pid}) {how}.")
@@ -672,6 +702,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--idle-timeout", type=float, default=30.0, help="seconds before an idle TaskManager above --taskmanagers is released (0: never)")
     start.add_argument("--rest-port", type=_int_at_least(0), default=0, help="REST port (default: any free port)")
     start.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    start.add_argument("--ha", choices=["none", "zookeeper"], default=None,
+                       help="high-availability.type: zookeeper elects a leader among the JobManagers started with the same --cluster-id")
+    start.add_argument("--zookeeper-quorum", default=None, help="high-availability.zookeeper.quorum, e.g. 127.0.0.1:2181")
+    start.add_argument("--cluster-id", default=None, help="high-availability.cluster-id (default 'default')")
+    start.add_argument("--ha-storage-dir", default=None, help="high-availability.storageDir (default <warehouse>/_ha)")
+    start.add_argument("-D", dest="define", action="append", metavar="KEY=VALUE", help="a high-availability.* option, e.g. "
+                       "-D high-availability.zookeeper.client.session-timeout=10s")
     _add_cluster_shape(start)
     scale = csub.add_parser("scale", help="run this many TaskManagers from now on (jobs in reactive mode follow)")
     scale.add_argument("--taskmanagers", type=_int_at_least(0), required=True, help="TaskManagers the cluster runs")

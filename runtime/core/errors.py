@@ -170,3 +170,36 @@ class UnknownTriggerError(MillraceError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class NotLeaderError(MillraceError):
+    """This JobManager is a standby (high availability): the request belongs to the leader, whose
+    REST URL (when one is elected) the message and `leader_url` give."""
+
+    def __init__(self, message: str, leader_url: str | None = None) -> None:
+        super().__init__(message)
+        self.leader_url = leader_url
+
+
+class LeadershipLostError(MillraceError):
+    """A commit was refused because this JobManager no longer leads (the fence before each commit)."""
+
+
+class HaStoreError(StorageError):
+    """A JobManager high-availability store (submitted job graphs, job results; Delta tables under
+    `high-availability.storageDir`) cannot be read or written: its table is unreadable or not one
+    of ours, or a commit failed or kept conflicting with other JobManagers' commits."""
+
+
+class HaEntryNotFoundError(HaStoreError, KeyError):
+    """An HA store has no entry for that job id (never stored, or removed meanwhile)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class CorruptHaEntryError(HaStoreError):
+    """An HA store entry exists but its data is damaged: a submitted job graph's file is missing,
+    truncated or not the bytes that were stored. Reading it again reads the same bytes."""
+
+    throwable_type = ThrowableType.NON_RECOVERABLE_ERROR

@@ -43,7 +43,8 @@ def execution_state_machine(what: str) -> StateMachine[ExecutionState]:
 
 
 class JobStatus(str, enum.Enum):
-    """Flink's JobStatus (the subset a JobMaster moves through without HA suspension)."""
+    """Flink's JobStatus. SUSPENDED: the JobManager lost its leadership (high availability); the job
+    is not over, the new leader runs it on (Flink: terminal, not globally terminal)."""
 
     INITIALIZING = "INITIALIZING"
     CREATED = "CREATED"
@@ -54,23 +55,31 @@ class JobStatus(str, enum.Enum):
     CANCELED = "CANCELED"
     FINISHED = "FINISHED"
     RESTARTING = "RESTARTING"
+    SUSPENDED = "SUSPENDED"
 
     @property
     def is_globally_terminal(self) -> bool:
         return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
 
+    @property
+    def is_terminal(self) -> bool:
+        """This JobManager is done with the job: it ended, or (SUSPENDED) another one took it over."""
+        return self.is_globally_terminal or self is JobStatus.SUSPENDED
+
 
 _J = JobStatus
+_SUSPEND = {_J.SUSPENDED}  # leadership can be lost in every state that is not terminal
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    _J.INITIALIZING: frozenset({_J.CREATED, _J.FAILED, _J.CANCELED}),
-    _J.CREATED: frozenset({_J.RUNNING, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED}),
-    _J.RUNNING: frozenset({_J.FINISHED, _J.FAILING, _J.CANCELLING, _J.RESTARTING}),
-    _J.FAILING: frozenset({_J.FAILED, _J.RESTARTING, _J.CANCELLING}),
-    _J.RESTARTING: frozenset({_J.RUNNING, _J.CREATED, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED}),
-    _J.CANCELLING: frozenset({_J.CANCELED, _J.FAILED}),
+    _J.INITIALIZING: frozenset({_J.CREATED, _J.FAILED, _J.CANCELED, *_SUSPEND}),
+    _J.CREATED: frozenset({_J.RUNNING, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED, *_SUSPEND}),
+    _J.RUNNING: frozenset({_J.FINISHED, _J.FAILING, _J.CANCELLING, _J.RESTARTING, *_SUSPEND}),
+    _J.FAILING: frozenset({_J.FAILED, _J.RESTARTING, _J.CANCELLING, *_SUSPEND}),
+    _J.RESTARTING: frozenset({_J.RUNNING, _J.CREATED, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.CANCELED, *_SUSPEND}),
+    _J.CANCELLING: frozenset({_J.CANCELED, _J.FAILED, *_SUSPEND}),
     _J.FINISHED: frozenset(),
     _J.FAILED: frozenset(),
     _J.CANCELED: frozenset(),
+    _J.SUSPENDED: frozenset(),
 }
 
 

@@ -28,8 +28,9 @@ from pydantic import BaseModel, Field, model_validator
 
 from runtime.api.execution import use_executor
 from runtime.core.gc_tuning import GcConfig, tune_gc
+from runtime.core.options.high_availability import HighAvailabilitySettings
 from runtime.core.states import JobStatus
-from runtime.deploy.cluster_file import ClusterEndpoint, remove_cluster_file, write_cluster_file
+from runtime.deploy.cluster_file import ClusterEndpoint, HaClientSettings, remove_cluster_file, write_cluster_file
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from runtime.deploy.program import run_program
 from runtime.rpc import messages as m
@@ -88,6 +89,9 @@ class ClusterConfig(BaseModel):
     log_level: str = Field("INFO", description="the JobManager process's log level (and the TaskManagers' unless cluster.tm_log_level is set)")
     result_grace_s: float = Field(10.0, description="per-job/application: how long the REST API outlives the work when nobody fetches the result")
     application: ApplicationSpec | None = None
+    high_availability: HighAvailabilitySettings = Field(
+        default_factory=HighAvailabilitySettings, description="high-availability.*: a leader elected through ZooKeeper, standbys, recovery"
+    )
     cluster: MiniClusterConfig = Field(
         default_factory=lambda: MiniClusterConfig.model_validate(SESSION_CLUSTER_DEFAULTS),
         description="the JobManager (its RPC address: also the REST API's and the Spark driver's) and its TaskManagers; "
@@ -137,14 +141,20 @@ class _Hooks:
         self.application_error: str | None = None
         self.application_jobs: list[str] = []
 
+    ha: Any = None  # ZooKeeperHaServices, once started
+
     def info(self) -> Any:
-        from runtime.rest.models import ApplicationStatus, ClusterInfo
+        from runtime.rest.models import ApplicationStatus, ClusterInfo, HighAvailabilityInfo
         from runtime.version import __version__
 
         app = None
         if self.application_status is not None:
             app = ApplicationStatus(status=self.application_status, error=self.application_error, job_ids=list(self.application_jobs))
-        return ClusterInfo(mode=self.config.mode, started_at_ms=self.started_at_ms, pid=os.getpid(), millrace_version=__version__, application=app)
+        ha = None if self.ha is None else HighAvailabilityInfo.model_validate(self.ha.describe())
+        return ClusterInfo(
+            mode=self.config.mode, started_at_ms=self.started_at_ms, pid=os.getpid(), millrace_version=__version__, application=app,
+            high_availability=ha,
+        )
 
     def shutdown(self) -> None:
         log.info("[cluster] shutdown requested")
@@ -193,11 +203,26 @@ class ClusterEntrypoint:
         if self.hooks.stop_requested.is_set():
             raise KeyboardInterrupt
 
+    def _start_ha(self) -> None:
+        """Before anything else: an unreachable ZooKeeper fails the start within its connection
+        timeout, naming the quorum. The JobManagers of one HA cluster share one REST token (kept in
+        the HA storage dir, readable by its owner only), so a client's token works on any leader."""
+        from runtime.jobmanager.ha.services import ZooKeeperHaServices
+
+        warehouse = os.environ.get("MILLRACE_WAREHOUSE") or os.path.join(os.getcwd(), "warehouse")
+        self.ha = ZooKeeperHaServices(self.config.high_availability, warehouse)
+        self.hooks.ha = self.ha
+        self.token = shared_token(os.path.join(self.ha.storage_dir, self.config.high_availability.cluster_id, "rest-token"))
+        log.info("[cluster] high availability: ZooKeeper %s, cluster %s, stores in %s",
+                 self.config.high_availability.quorum, self.config.high_availability.cluster_path, self.ha.storage_dir)
+
     def start(self) -> ClusterEndpoint:
         from runtime.rest.app import create_app
         from runtime.rest.server import RestServer
 
         cfg = self.config
+        if cfg.high_availability.enabled:
+            self._start_ha()
         if cfg.cluster.provider == "spark":
             from runtime.deploy.spark_session import SparkSessionConfig, build_spark_session
 
@@ -215,15 +240,21 @@ class ClusterEntrypoint:
             self._stop_if_requested()
         # session mode pre-starts TaskManagers and keeps them; per-job/application ask on demand
         cluster = cfg.cluster if cfg.mode == "session" else cfg.cluster.with_task_managers_on_demand()
-        self.cluster = MiniCluster(cluster, spark=self.spark).start()
+        self.cluster = MiniCluster(cluster, spark=self.spark, ha=None if self.ha is None else self.ha.dispatcher_services()).start()
         app = create_app(self.cluster.dispatcher_gateway(), self.cluster.resource_manager_gateway(), self.token, self.hooks,
                          max_content_length=cfg.rest_max_content_length)
         self.rest = RestServer(app, host=cfg.cluster.host, port=cfg.rest_port).start()
+        ha_client = None
+        if self.ha is not None:
+            ha_client = HaClientSettings(quorum=cfg.high_availability.quorum or "", cluster_path=cfg.high_availability.cluster_path)
         endpoint = ClusterEndpoint(
             url=self.rest.url, token=self.token, pid=os.getpid(), mode=cfg.mode, log=os.environ.get("MILLRACE_LOG_FILE"),
-            started_at_ms=self.hooks.started_at_ms,
+            started_at_ms=self.hooks.started_at_ms, ha=ha_client,
         )
         self._stop_if_requested()  # never announce a cluster that is about to stop
+        if self.ha is not None:  # a contender once it serves: elected, it recovers the stores' jobs at once
+            assert self.cluster.dispatcher is not None
+            self.ha.start_election(self.cluster.dispatcher, self.rest.url)
         write_cluster_file(endpoint, cfg.home)
         log.info("[cluster] %s cluster ready: REST API at %s, JobManager RPC at %s:%d", cfg.mode, self.rest.url, *self.cluster.address)
         return endpoint
@@ -289,8 +320,13 @@ class ClusterEntrypoint:
         self._spark_starting = False
         self.install_signal_handlers()  # a second Ctrl-C must not cut the clean-up short (PySpark's handler would)
         remove_cluster_file(os.getpid(), self.config.home)
-        # the JobManager before Spark: it cancels running jobs and waits for them, on live TaskManagers
-        steps = (("REST API", self.rest, "stop"), ("JobManager", self.cluster, "close"), ("Spark session", self.spark, "stop"))
+        # the JobManager before Spark: it cancels running jobs and waits for them, on live TaskManagers;
+        # with HA it suspends them, and leaves the election right after, so a standby takes over at once
+        dispatcher = self.cluster.dispatcher if self.cluster is not None else None
+        steps: tuple[tuple[str, Any, str], ...] = (("REST API", self.rest, "stop"),)
+        if self.ha is not None:
+            steps += (("Dispatcher", dispatcher, "stop"), ("leader election", self.ha, "close"))
+        steps += (("JobManager", self.cluster, "close"), ("Spark session", self.spark, "stop"))
         for name, part, method in steps:
             if part is None:
                 continue
@@ -305,6 +341,25 @@ class ClusterEntrypoint:
             # start was interrupted): end it here, so nothing outlives the cluster process
             kill_spark_jvms()
         log.info("[cluster] stopped")
+
+
+def shared_token(path: str) -> str:
+    """The token in `path`, created (0600, exclusively: two JobManagers starting at once agree) if absent."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the other JobManager may be writing it right now
+            with open(path) as f:
+                token = f.read().strip()
+            if token:
+                return token
+            time.sleep(0.05)
+        raise RuntimeError(f"the HA cluster's token file {path} is empty") from None
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return token
 
 
 def main() -> None:

@@ -20,6 +20,13 @@ TOKEN_ENV = "MILLRACE_TOKEN"
 CLUSTER_FILE = "cluster.json"
 
 
+class HaClientSettings(BaseModel):
+    """How a client finds an HA cluster's leader (its REST URL is in ZooKeeper's leader node)."""
+
+    quorum: str
+    cluster_path: str = Field(description="<high-availability.zookeeper.path.root>/<cluster id>")
+
+
 class ClusterEndpoint(BaseModel):
     """What a client needs to talk to a cluster's REST API."""
 
@@ -29,6 +36,8 @@ class ClusterEndpoint(BaseModel):
     mode: Literal["session", "per-job", "application"] = "session"
     log: str | None = Field(None, description="the JobManager's log file")
     started_at_ms: int = 0
+    ha: HaClientSettings | None = Field(None, description="high availability: where clients find the current leader")
+
 
 
 def millrace_home(home: str | os.PathLike[str] | None = None) -> Path:

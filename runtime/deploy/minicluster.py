@@ -19,6 +19,7 @@ from runtime.api.execution import FailureListener, StatusListener
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.graph.job_graph import JobGraph
 from runtime.jobmanager.dispatcher import Dispatcher
+from runtime.jobmanager.ha.services import DispatcherHaServices
 from runtime.jobmanager.resource_manager import ResourceManager, ResourceManagerConfig
 from runtime.jobmanager.slot_manager import Clock
 from runtime.rpc import gateways as gw
@@ -114,9 +115,14 @@ def machine_task_manager_profile() -> m.ResourceProfile:
 
 
 class MiniCluster:
-    def __init__(self, config: MiniClusterConfig | None = None, spark: Any = None, provider: Any = None, clock: Clock = time.monotonic) -> None:
-        """`clock`: the ResourceManager's (heartbeat and idle timeouts, start backoff); tests inject one they move."""
+    def __init__(
+        self, config: MiniClusterConfig | None = None, spark: Any = None, provider: Any = None, clock: Clock = time.monotonic,
+        ha: DispatcherHaServices | None = None,
+    ) -> None:
+        """`clock`: the ResourceManager's (heartbeat and idle timeouts, start backoff); tests inject one they move.
+        `ha`: the Dispatcher's HA stores and fence (it then serves only once elected)."""
         self.config = config or MiniClusterConfig()
+        self.ha = ha
         self.spark = spark
         self.clock = clock
         self.secret = new_cluster_secret()
@@ -148,7 +154,7 @@ class MiniCluster:
         if cfg.echo_task_manager_stdout:
             self.resource_manager.on_task_manager_stdout = _echo_stdout
         self.resource_manager.start()
-        self.dispatcher = Dispatcher(self.rpc)
+        self.dispatcher = Dispatcher(self.rpc, ha=self.ha)
         self.dispatcher.start()
         log.info("MiniCluster up: JobManager at %s:%d, TaskManagers on %s", *self.rpc.address, self.provider.name)
         return self

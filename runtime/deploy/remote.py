@@ -68,7 +68,17 @@ class _RestDispatcher:
 
 
 def rest_client(endpoint: ClusterEndpoint, timeout: float = 30.0) -> RestClusterClient:
-    return RestClusterClient(endpoint.url, endpoint.token, timeout=timeout)
+    """A client of `endpoint`; of an HA cluster's, one that follows the leader through failovers."""
+    leader = None
+    if endpoint.ha is not None:
+        ha = endpoint.ha
+
+        def leader() -> str | None:
+            from runtime.jobmanager.ha.leader import retrieve_leader
+
+            return retrieve_leader(ha.quorum, ha.cluster_path, timeout_s=5.0, connection_timeout_ms=5_000).rest_url
+
+    return RestClusterClient(endpoint.url, endpoint.token, timeout=timeout, leader=leader)
 
 
 class RestExecutor:

@@ -6,16 +6,18 @@ import logging
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle
 import pydantic
 
-from runtime.core.errors import ConfigurationError, JobNotRunningError, UnknownJobError, UnknownTriggerError
+from runtime.core.errors import ConfigurationError, JobNotRunningError, NotLeaderError, UnknownJobError, UnknownTriggerError
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.validation import JobGraphValidationError, validate_job_graph
+from runtime.jobmanager.ha.services import DispatcherHaServices
 from runtime.jobmanager.job_master import JobMaster
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m
@@ -43,20 +45,157 @@ class JobEntry:
     ended: threading.Event = field(default_factory=threading.Event)
 
 
+# what a standby Dispatcher still answers: its own (empty) job list and overview; the rest is the leader's
+_STANDBY_METHODS = frozenset({"list_jobs", "request_cluster_overview"})
+
+
 class Dispatcher(RpcEndpoint):
-    def __init__(self, rpc: RpcService, retained_jobs: int = 100, cancel_on_stop_timeout_s: float = 4.0) -> None:
+    def __init__(
+        self, rpc: RpcService, retained_jobs: int = 100, cancel_on_stop_timeout_s: float = 4.0, ha: DispatcherHaServices | None = None,
+    ) -> None:
+        """`ha`: the HA stores and the leadership fence (high-availability.type: zookeeper); this
+        Dispatcher then serves only while it leads (grant_leadership / revoke_leadership). Without,
+        it leads from the start and its jobs end with it."""
         super().__init__(rpc, gw.DISPATCHER)
         self.jobs: dict[str, JobEntry] = {}
         self.retained_jobs = retained_jobs
         # how long a stopping Dispatcher waits for the jobs it cancelled to end; under half of
         # RpcEndpoint.stop's default 10 s, which bounds on_stop and the endpoint's own tasks
         self.cancel_on_stop_timeout_s = cancel_on_stop_timeout_s
+        self.ha = ha
+        self.leader_session: str | None = None if ha is not None else "no-ha"
+        # the HA stores' writes, one at a time and in order (a job's result before its graph goes)
+        self._ha_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dispatcher-ha-io") if ha is not None else None
+
+    # --- leadership (high availability) -------------------------------------------------------------
+    async def _dispatch(self, method: str, arg: Any, token: str | None) -> Any:
+        if self.leader_session is None and method not in _STANDBY_METHODS:
+            leader = self.ha.leader_url() if self.ha is not None else None
+            where = f"the leader is at {leader}" if leader else "no leader is elected yet; try again shortly"
+            raise NotLeaderError(f"this JobManager is a standby: {where}", leader_url=leader)
+        return await super()._dispatch(method, arg, token)
+
+    def grant_leadership(self, session_id: str) -> None:
+        """LeaderContender (the election's thread): lead, and recover the jobs of the stores; returns
+        once they are started (the election publishes this leader then)."""
+        if self._stopped:
+            return
+        try:
+            self.run_async(self._granted(session_id)).result(timeout=120)
+        except Exception as e:  # noqa: BLE001 - leading without every job beats not leading; the log says which failed
+            log.error("[Dispatcher] recovering the jobs failed: %s", e)
+
+    def revoke_leadership(self) -> None:
+        """LeaderContender (the election's thread): suspend every job at once."""
+        if self._stopped:  # it suspended its jobs as it stopped
+            self.leader_session = None
+            return
+        done = threading.Event()
+        self.run_in_main_thread(lambda: self.spawn(self._revoked(done)))
+        done.wait(10)
+
+    def _leads(self) -> bool:
+        """The commit fence of this Dispatcher's jobs: a ZooKeeper round trip (any thread but the main one)."""
+        session = self.leader_session
+        return self.ha is None or (session is not None and self.ha.confirm_leadership(session))
+
+    async def _ha(self, fn: Any, *args: Any) -> Any:
+        return await self.loop.run_in_executor(self._ha_io, fn, *args)
+
+    async def _granted(self, session_id: str) -> None:
+        assert self.ha is not None
+        self.leader_session = session_id
+        log.info("[Dispatcher] leading (session %s): recovering the jobs of the job graph store", session_id)
+        try:
+            job_ids = await self._ha(self.ha.job_graphs.job_ids)
+        except Exception as e:  # noqa: BLE001 - without the store no job can be recovered; say so, keep leading
+            log.error("[Dispatcher] cannot read the job graph store: %s; no job is recovered", e)
+            return
+        for job_id in job_ids:
+            if self.leader_session != session_id:
+                return  # revoked meanwhile
+            entry = self.jobs.get(job_id)
+            if entry is not None and entry.result is None:
+                continue
+            try:
+                await self._recover_job(job_id)
+            except Exception as e:  # noqa: BLE001 - one job's broken entry must not keep the others down
+                log.error("[Dispatcher] job %s could not be recovered: %s", job_id, e)
+
+    async def _recover_job(self, job_id: str) -> None:
+        assert self.ha is not None
+        done = await self._ha(self.ha.job_results.get, job_id)
+        if done is not None:
+            # it ended before the failover (FLIP-194): never again; finish its clean-up
+            log.info("[Dispatcher] job %s ended %s before the failover: not recovered", job_id, done.status)
+            await self._ha(self._clean_up_job, job_id)
+            return
+        try:
+            job_graph = JobGraph.model_validate_json(await self._ha(self.ha.job_graphs.get, job_id))
+        except Exception as e:  # noqa: BLE001 - a corrupt entry: the job fails with that cause, once
+            cause = f"the job graph store's entry of job {job_id} cannot be read: {e}"
+            log.error("[Dispatcher] %s; the job fails", cause)
+            result = m.JobResultMessage(
+                job_id=job_id, job_name="", status=JobStatus.FAILED, duration_ms=0,
+                error=m.ErrorInfo(type_name=type(e).__name__, message=cause),
+            )
+            await self._ha(self._record_result, result)
+            return
+        log.info("[Dispatcher] recovering job %s '%s'", job_id, job_graph.job_name)
+        await self._start_job(job_graph, recovered=True)
+
+    async def _revoked(self, done: threading.Event) -> None:
+        try:
+            self.leader_session = None
+            running = [e for e in self.jobs.values() if e.result is None]
+            log.warning("[Dispatcher] leadership lost: suspending %d job(s); the new leader recovers them", len(running))
+            for entry in running:
+                jm = entry.job_master
+                try:
+                    await asyncio.wrap_future(jm.run_async(jm.suspend("this JobManager lost its leadership")))
+                except Exception as e:  # noqa: BLE001 - a stopped JobMaster has nothing to suspend
+                    log.debug("[Dispatcher] suspending job %s: %s", entry.job_graph.job_id, e)
+        finally:
+            done.set()
+
+    def _record_result(self, result: m.JobResultMessage) -> None:
+        """HA I/O thread: the job's end in the JobResultStore (dirty), then its HA data goes, then clean."""
+        assert self.ha is not None
+        if not self._leads():
+            log.warning("[Dispatcher] job %s ended %s, but this JobManager no longer leads: the new leader decides", result.job_id, result.status.name)
+            return
+        self.ha.job_results.create_dirty(result.job_id, result.status.value, result.model_dump_json())
+        self._clean_up_job(result.job_id)
+
+    def _clean_up_job(self, job_id: str) -> None:
+        assert self.ha is not None
+        self.ha.job_graphs.remove(job_id)
+        entry = self.ha.job_results.get(job_id)
+        if entry is not None and not entry.clean:
+            self.ha.job_results.mark_clean(job_id)
+
+    async def _stored_result(self, job_id: str) -> m.JobResultMessage | None:
+        """A job this Dispatcher never ran, ended under an earlier leader: its result from the JobResultStore."""
+        if self.ha is None:
+            return None
+        try:
+            entry = await self._ha(self.ha.job_results.get, job_id)
+        except Exception as e:  # noqa: BLE001 - unknown is the honest answer when the store cannot be read
+            log.warning("[Dispatcher] cannot read the job result store: %s", e)
+            return None
+        return None if entry is None else m.JobResultMessage.model_validate_json(entry.result_json)
 
     async def on_stop(self) -> None:
         running = [entry for entry in self.jobs.values() if entry.result is None]
         for entry in running:
+            jm = entry.job_master
             try:
-                await asyncio.wrap_future(entry.job_master.run_async(entry.job_master.cancel(m.Empty())))
+                if self.ha is not None:
+                    # a JobManager of an HA cluster stopping (SIGTERM, cluster stop) hands its jobs on:
+                    # suspended, not cancelled, the standby recovers them (Flink does the same)
+                    await asyncio.wrap_future(jm.run_async(jm.suspend("this JobManager stops; a standby takes the job over")))
+                else:
+                    await asyncio.wrap_future(jm.run_async(jm.cancel(m.Empty())))
             except Exception:  # noqa: BLE001 - a job master that fails to cancel must not stop the others' cancellation
                 pass
         # a cluster stopping under a running job (Ctrl-C, SIGTERM, DELETE /cluster): the job must end
@@ -70,6 +209,8 @@ class Dispatcher(RpcEndpoint):
             log.warning("[Dispatcher] %d job(s) did not end within %.0fs of the cancel; stopping them anyway", len(still), self.cancel_on_stop_timeout_s)
         for entry in self.jobs.values():
             entry.job_master.stop()
+        if self._ha_io is not None:
+            self._ha_io.shutdown(wait=True)
 
     @rpc_method
     async def submit_job(self, msg: m.SubmitJob) -> m.JobIdMessage:
@@ -88,6 +229,16 @@ class Dispatcher(RpcEndpoint):
         await self._check_capacity(job_graph)
         if job_id in self.jobs:  # submitted twice while the ResourceManager answered
             raise JobSubmissionError(f"job {job_id} was already submitted")
+        if self.ha is not None:
+            if await self._stored_result(job_id) is not None:
+                raise JobSubmissionError(f"job {job_id} already ran to its end in this cluster (the job result store has it)")
+            # durable before it runs: a new leader recovers what this one accepted
+            await self._ha(self.ha.job_graphs.put, job_id, msg.job_graph_json, int(time.time() * 1000))
+        await self._start_job(job_graph)
+        return m.JobIdMessage(job_id=job_id)
+
+    async def _start_job(self, job_graph: JobGraph, recovered: bool = False) -> None:
+        job_id = job_graph.job_id
 
         def on_status(jid: str, status: JobStatus, cause: str | None) -> None:
             self.run_in_main_thread(self._status_changed, jid, status, cause)
@@ -99,7 +250,10 @@ class Dispatcher(RpcEndpoint):
             self.run_in_main_thread(self._job_ended, result)
 
         try:
-            jm = JobMaster(self.rpc, job_graph, on_terminal, on_status)
+            jm = JobMaster(
+                self.rpc, job_graph, on_terminal, on_status, recovered=recovered,
+                confirm_leadership=self._leads if self.ha is not None else None,
+            )
         except ConfigurationError as e:  # e.g. a scheduler this version does not have
             raise JobSubmissionError(str(e)) from None
         entry = JobEntry(job_graph, jm, time.time(), status=JobStatus.CREATED, ended=ended)
@@ -113,7 +267,6 @@ class Dispatcher(RpcEndpoint):
             self.jobs.pop(job_id, None)
             await asyncio.get_running_loop().run_in_executor(None, jm.stop)
             raise JobSubmissionError(f"job {job_id} '{job_graph.job_name}' could not be started: {e!r}") from e
-        return m.JobIdMessage(job_id=job_id)
 
     async def _check_capacity(self, job_graph: JobGraph) -> None:
         """Refuse a job the cluster could never run (too many slots, or a slot no TaskManager may be that big).
@@ -149,11 +302,31 @@ class Dispatcher(RpcEndpoint):
         entry = self.jobs.get(result.job_id)
         if entry is None:
             return
+        # the JobMaster's work is done; stop its thread off the dispatcher loop
+        self.loop.run_in_executor(None, entry.job_master.stop)
+        if result.status is JobStatus.SUSPENDED:
+            # leadership lost: the job is the new leader's now; a later leadership here recovers it anew
+            del self.jobs[result.job_id]
+            entry.ended.set()
+            return
+        if self.ha is not None and result.status.is_globally_terminal:
+            self.spawn(self._persist_result(entry, result))
+            return
+        self._publish_result(entry, result)
+
+    async def _persist_result(self, entry: JobEntry, result: m.JobResultMessage) -> None:
+        """HA: the result reaches clients only once the JobResultStore has it, so a job whose end a
+        client saw never runs again after a failover (FLIP-194)."""
+        try:
+            await self._ha(self._record_result, result)
+        except Exception as e:  # noqa: BLE001 - the job's end stands; a new leader would run it again
+            log.error("[Dispatcher] job %s ended %s, but the job result store could not record it: %s", result.job_id, result.status.name, e)
+        self._publish_result(entry, result)
+
+    def _publish_result(self, entry: JobEntry, result: m.JobResultMessage) -> None:
         entry.status = result.status
         entry.result = result
         entry.done.set()
-        # the JobMaster's work is done; stop its thread off the dispatcher loop
-        self.loop.run_in_executor(None, entry.job_master.stop)
         self._evict_old_jobs()
 
     def _evict_old_jobs(self) -> None:
@@ -170,11 +343,15 @@ class Dispatcher(RpcEndpoint):
 
     @rpc_method
     async def request_job_status(self, msg: m.JobIdMessage) -> m.JobStatusMessage:
+        if msg.job_id not in self.jobs and (stored := await self._stored_result(msg.job_id)) is not None:
+            return m.JobStatusMessage(job_id=msg.job_id, status=stored.status)
         return m.JobStatusMessage(job_id=msg.job_id, status=self._entry(msg.job_id).status)
 
     @rpc_method
     async def request_job_result(self, msg: m.JobIdMessage) -> m.JobResultMessage:
         """Long poll: waits up to 5 s for the end; a non-terminal status means 'ask again'."""
+        if msg.job_id not in self.jobs and (stored := await self._stored_result(msg.job_id)) is not None:
+            return stored
         entry = self._entry(msg.job_id)
         try:
             await asyncio.wait_for(entry.done.wait(), 5)

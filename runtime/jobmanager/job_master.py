@@ -37,13 +37,20 @@ class JobMaster(RpcEndpoint):
         job_graph: JobGraph,
         on_terminal: Callable[[m.JobResultMessage], None],
         on_status: Callable[[str, JobStatus, str | None], None] | None = None,
+        *,
+        recovered: bool = False,
+        confirm_leadership: Callable[[], bool] | None = None,
     ) -> None:
+        """`recovered`: started by a new leader after a failover (it restores the job's latest
+        checkpoint); `confirm_leadership`: the fence every commit passes (high availability)."""
         super().__init__(rpc, gw.job_master_endpoint(job_graph.job_id))
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
         self.slot_pool = SlotPool(self.job_id)
         self.rm = rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER)
         self._on_terminal = on_terminal
+        self._recovered = recovered
+        self._confirm_leadership = confirm_leadership
         self._on_status = on_status
         self.scheduler: SchedulerNG = create_scheduler(self, job_graph)
         # The views other threads may read (the Dispatcher when this endpoint does not answer: not
@@ -63,6 +70,17 @@ class JobMaster(RpcEndpoint):
         for view in PUBLISHED_VIEWS:  # the final views, before anyone hears of the end
             self._publish(view)
         self._on_terminal(result)
+
+    @property
+    def recovered(self) -> bool:
+        return self._recovered
+
+    def confirm_leadership(self) -> bool:
+        return self._confirm_leadership is None or self._confirm_leadership()
+
+    async def suspend(self, cause: str) -> None:
+        """The Dispatcher lost its leadership: the job stops here, SUSPENDED (not an RPC: the Dispatcher's own call)."""
+        self.scheduler.suspend(cause)
 
     async def release_resources(self) -> None:
         # clear the requirement first, so the ResourceManager does not hand freed slots back to us
@@ -186,7 +204,7 @@ class JobMaster(RpcEndpoint):
     @rpc_method
     async def request_job_details(self, msg: m.Empty | None = None) -> m.JobDetailsMessage:
         """Status, placement and metrics of every subtask; live metrics are fetched from the TaskExecutors first."""
-        if not self.scheduler.status.state.is_globally_terminal:
+        if not self.scheduler.status.state.is_terminal:
             await self._refresh_task_metrics()
         return self._publish("job_details")
 

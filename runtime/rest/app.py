@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from runtime.core.errors import CheckpointError, JobNotRunningError, MillraceError, RpcError, UnknownJobError, UnknownTriggerError
+from runtime.core.errors import CheckpointError, JobNotRunningError, MillraceError, NotLeaderError, RpcError, UnknownJobError, UnknownTriggerError
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.validation import validate_job_graph
 from runtime.rest import models as rm
@@ -115,7 +115,8 @@ def install_error_handlers(app: FastAPI) -> None:
     # errors whose class says the status; Starlette picks the handler by the exception's MRO, so
     # RpcError (a MillraceError) keeps its own below, and MillraceError/ValueError are the 400 fallback
     for exc_type, status in (
-        (UnknownJobError, 404), (UnknownTriggerError, 404), (JobNotRunningError, 409), (CheckpointError, 409), (MillraceError, 400), (ValueError, 400),
+        (UnknownJobError, 404), (UnknownTriggerError, 404), (JobNotRunningError, 409), (CheckpointError, 409), (NotLeaderError, 503),
+        (MillraceError, 400), (ValueError, 400),
     ):
         app.add_exception_handler(exc_type, with_status(status))
 

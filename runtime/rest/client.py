@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from runtime.core.errors import MillraceError
@@ -39,13 +40,43 @@ def _quote(segment: str) -> str:
 
 
 class RestClusterClient:
-    def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, token: str, timeout: float = 30.0, leader: Callable[[], str | None] | None = None, failover_timeout_s: float = 60.0,
+    ) -> None:
+        """`leader`: where the current leader's REST API is (high availability: read from ZooKeeper).
+        With it, a request that finds no JobManager (a killed leader) or a standby is sent again to
+        the leader of the moment, for up to `failover_timeout_s` (Flink's RestClusterClient follows
+        its LeaderRetrievalService the same way)."""
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.leader = leader
+        self.failover_timeout_s = failover_timeout_s
 
     # --- transport ------------------------------------------------------------------------------
     def _request(self, method: str, path: str, body: bytes | None = None, timeout: float | None = None, text: bool = False) -> Any:
+        if self.leader is None:
+            return self._request_once(method, path, body, timeout, text)
+        deadline = time.monotonic() + self.failover_timeout_s
+        while True:
+            try:
+                return self._request_once(method, path, body, timeout, text)
+            except RestError as e:
+                # no JobManager at this URL, or a standby (503 naming the leader): follow the leader
+                if e.status not in (0, 503) or time.monotonic() > deadline:
+                    raise
+                try:
+                    url = self.leader()
+                except Exception as lookup:  # noqa: BLE001 - ZooKeeper briefly unreachable: try again
+                    log.debug("leader lookup failed: %s", lookup)
+                    url = None
+                if url and url.rstrip("/") != self.url:
+                    log.info("following the cluster's leader: %s -> %s", self.url, url)
+                    self.url = url.rstrip("/")
+                    continue
+                time.sleep(0.5)
+
+    def _request_once(self, method: str, path: str, body: bytes | None = None, timeout: float | None = None, text: bool = False) -> Any:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/plain" if text else "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"

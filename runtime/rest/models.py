@@ -9,7 +9,7 @@ The mapping functions from the runtime's messages to these bodies are pure (unit
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,12 +42,27 @@ class ApplicationStatus(RestModel):
     job_ids: list[str] = Field(default_factory=list)
 
 
+class HighAvailabilityInfo(RestModel):
+    """This JobManager's part in high availability (absent without it)."""
+
+    type: str = "zookeeper"
+    quorum: str | None = None
+    cluster_id: str | None = None
+    storage_dir: str | None = None
+    role: str = Field("standby", description="leader or standby")
+    leader_session_id: str | None = Field(None, description="this JobManager's leader session id while it leads")
+    leader: dict[str, Any] | None = Field(None, description="the current leader's information (REST URL, session id, host:pid)")
+    zookeeper_connection: str | None = Field(None, description="CONNECTED, SUSPENDED (connection lost) or LOST (session expired)")
+    contender_id: str | None = None
+
+
 class ClusterInfo(RestModel):
     mode: Literal["session", "per-job", "application"]
     started_at_ms: int
     pid: int
     millrace_version: str
     application: ApplicationStatus | None = None
+    high_availability: HighAvailabilityInfo | None = None
 
 
 class Overview(RestModel):

@@ -10,6 +10,7 @@ family is read as a whole, the one pydantic settings model that parses it:
 - restart:       restart strategies and the failover strategy -> RestartStrategySettings (RestartStrategyOptions)
 - batch:         adaptive parallelism, speculative execution, blocking results (BatchExecutionOptions)
 - jobmanager:    the scheduler's slot requests (JobManagerOptions)
+- high_availability: leader election through ZooKeeper and the HA stores (HighAvailabilityOptions)
 - task:          what a task reads when it runs -> TaskSettings (TaskManagerOptions)
 - logs:          the client's log files (Flink's env.log.*)
 
@@ -27,7 +28,7 @@ from typing import Any
 from runtime.core.config_options import ConfigOption
 
 # the family modules in the order the reference lists them
-FAMILIES = ("execution", "deployment", "checkpointing", "state", "restart", "batch", "jobmanager", "task", "logs")
+FAMILIES = ("execution", "deployment", "checkpointing", "state", "restart", "batch", "jobmanager", "high_availability", "task", "logs")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from runtime.core.errors import CheckpointError, SharedStateMissingError
+from runtime.core.errors import CheckpointError, LeadershipLostError, SharedStateMissingError
 from runtime.core.states import ExecutionState
 from runtime.jobmanager.checkpoint.config import CheckpointCoordinatorConfiguration
 from runtime.jobmanager.checkpoint.plan import CheckpointPlan, calculate_checkpoint_plan
@@ -115,8 +115,12 @@ class CheckpointCoordinator:
         store: Any,
         host: CheckpointHost,
         clock: Callable[[], float] = time.time,
+        fence: Callable[[], bool] | None = None,
     ) -> None:
+        """`fence`: asked (on the I/O thread) right before each Delta commit whether this JobManager
+        still leads (high availability); a commit it refuses does not happen."""
         self.job_id = job_id
+        self.fence = fence
         self.config = config
         self.store = store  # runtime.jobmanager.checkpoint.store.CompletedCheckpointStore
         self.host = host
@@ -320,6 +324,12 @@ class CheckpointCoordinator:
             if self._completing is done:
                 self._completing = None
 
+    def _fenced(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` if this JobManager still leads (I/O thread, right before the commit)."""
+        if self.fence is not None and not self.fence():
+            raise LeadershipLostError(f"job {self.job_id}: this JobManager no longer leads the cluster; nothing is committed")
+        return fn(*args)
+
     async def settle(self) -> None:
         """Wait for a checkpoint whose Delta commit is in flight, and its operator coordinators'
         commits: with checkpoints after tasks finish (FLIP-147) one may still complete while the
@@ -336,14 +346,14 @@ class CheckpointCoordinator:
         try:
             if p.savepoint is not None:
                 metadata = metadata.model_copy(update={"is_savepoint": True, "location": p.savepoint.target})
-                await self._run_io(self.store.add_savepoint, p.savepoint.target, metadata)
+                await self._run_io(self._fenced, self.store.add_savepoint, p.savepoint.target, metadata)
             else:
-                await self._run_io(self.store.add, metadata)
+                await self._run_io(self._fenced, self.store.add, metadata)
         except Exception as e:  # noqa: BLE001 - the checkpoint does not exist; its files go
             self._log(logging.WARNING, "completing %s %d failed: %s", kind, p.checkpoint_id, e)
             # a checkpoint built on removed shared state is not a storage failure: the abort makes
             # the tasks take a full one next
-            counts = p.savepoint is None and not isinstance(e, SharedStateMissingError)
+            counts = p.savepoint is None and not isinstance(e, (SharedStateMissingError, LeadershipLostError))
             await self._discard(p, f"{kind} {p.checkpoint_id} could not be committed to Delta: {e}", count_failure=counts)
             return
         if self.pending is p:
@@ -464,6 +474,15 @@ class CheckpointCoordinator:
     async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Blocking work that must be ordered with checkpoint commits (e.g. a sink's commit on restore)."""
         return await self._run_io(fn, *args)
+
+    def suspend(self) -> None:
+        """Leadership lost: stop, and delete nothing (the new leader owns the files now, and a
+        checkpoint of this one may be what it restores)."""
+        self._shutdown = True
+        self.stop_periodic()
+        if self.pending is not None and self.pending.timeout_handle is not None:
+            self.pending.timeout_handle.cancel()
+        self._io.shutdown(wait=False)
 
     def shutdown(self) -> Future[None] | None:
         """Stop triggering; returns the clean-up still running on the I/O thread (None: nothing to do).

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.core.errors import (
     CheckpointError,
     InvalidProgramError,
+    LeadershipLostError,
     MillraceError,
     NoResourceAvailableError,
     StopWithSavepointStoppingError,
@@ -195,7 +196,9 @@ class DefaultScheduler:
                 from runtime.jobmanager.checkpoint.store import CompletedCheckpointStore  # storage: only when checkpointing
 
                 store = CompletedCheckpointStore(self.job_id, self.checkpoint_config.table_uri, self.checkpoint_config.num_retained)
-                self.checkpoints = CheckpointCoordinator(self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock)
+                self.checkpoints = CheckpointCoordinator(
+                    self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock, fence=self.host.confirm_leadership,
+                )
             await self._restore_savepoint()
         except Exception as e:  # e.g. the sink's module cannot be imported here
             info = m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None))
@@ -236,8 +239,15 @@ class DefaultScheduler:
         if self.checkpoints is not None:
             self.checkpoints.continue_after(self._first_checkpoint_id - 1)
         path = checkpointing_options.SAVEPOINT_PATH.get(self.job_graph.config)
+        recovered = None
+        if self._restore_from is None and self.host.recovered and self.checkpoints is not None:
+            # a new leader recovers the job: from its newest completed checkpoint (Delta is the
+            # truth: one committed just before the old leader died counts), else as submitted
+            recovered = await self.checkpoints.latest_for_restore()
         if self._restore_from is not None:
             sp, path = self._restore_from, getattr(self._restore_from, "location", None) or "the latest checkpoint"
+        elif recovered is not None:
+            sp, path = recovered, f"its latest checkpoint {recovered.checkpoint_id} (recovered by a new leader)"
         elif not path:
             return
         else:
@@ -279,7 +289,7 @@ class DefaultScheduler:
         self._restored_checkpoint = sp
         if self.checkpoints is not None:
             self.checkpoints.restore_from_savepoint(sp)
-        self._log(logging.INFO, "restoring from savepoint %d at %s", sp.checkpoint_id, path)
+        self._log(logging.INFO, "restoring %s %d from %s", "savepoint" if sp.is_savepoint else "checkpoint", sp.checkpoint_id, path)
         everything = {v.id for v in self.eg.all_vertices()}
         await self._reset_coordinators(everything)
 
@@ -495,7 +505,7 @@ class DefaultScheduler:
 
     def task_manager_lost(self, tm_id: str, cause: str) -> None:
         lost = self.slot_pool.release_task_manager(tm_id)
-        if not lost or self.status.state.is_globally_terminal or self.finishing:
+        if not lost or self.status.state.is_terminal or self.finishing:
             return  # nothing of ours there, or every task already finished
         self._log(logging.WARNING, "%s", cause)
         failed: list[ExecutionVertex] = []
@@ -641,6 +651,12 @@ class DefaultScheduler:
             restarted.setdefault(v.job_vertex_id, set()).add(v.subtask_index)
         await self.coordinators.reset_to_checkpoint(restarted, self._restored_checkpoint, self._run_io)
 
+    def _fenced(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` (a commit) if this JobManager still leads; asked on the I/O thread, right before it."""
+        if not self.host.confirm_leadership():
+            raise LeadershipLostError(f"job {self.job_id}: this JobManager no longer leads the cluster; nothing is committed")
+        return fn(*args)
+
     async def _run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.checkpoints is not None:
             return await self.checkpoints.run_io(fn, *args)
@@ -707,6 +723,20 @@ class DefaultScheduler:
             self._check_terminal()
         return m.Ack()
 
+    def suspend(self, cause: str) -> None:
+        """Leadership lost (Flink: SchedulerBase suspend): the tasks are cancelled and the job is
+        SUSPENDED at once, without waiting for them; nothing more is committed (the fence refuses
+        it) and nothing is deleted, so the new leader finds every file its restore needs."""
+        if self.status.state.is_terminal:
+            return
+        self._log(logging.WARNING, "suspending the job: %s", cause)
+        self._pending_restart.clear()
+        self._waiting = []
+        if self.checkpoints is not None:
+            self.checkpoints.suspend()
+        self._cancel_all()
+        self._finalize(JobStatus.SUSPENDED)
+
     def _stop_checkpointing(self) -> None:
         if self.checkpoints is not None:
             self.checkpoints.stop_periodic()
@@ -748,7 +778,10 @@ class DefaultScheduler:
         """Operator coordinators commit what the checkpoint holds (the Delta sink's two-phase commit)."""
         for h in self.coordinators:
             try:
-                await self._run_io(h.coordinator.notify_checkpoint_complete, checkpoint.checkpoint_id, h.committables(checkpoint))
+                await self._run_io(self._fenced, h.coordinator.notify_checkpoint_complete, checkpoint.checkpoint_id, h.committables(checkpoint))
+            except LeadershipLostError as e:  # the new leader commits it when it restores this checkpoint
+                self._log(logging.WARNING, "coordinator of '%s' does not commit checkpoint %d: %s", h.name, checkpoint.checkpoint_id, e)
+                return
             except Exception as e:  # noqa: BLE001 - the commit is retried from the checkpoint on restore
                 err = m.ErrorInfo.from_exception(e, operator=h.name)
                 self._log(logging.ERROR, "coordinator of '%s' failed to commit checkpoint %d: %s", h.name, checkpoint.checkpoint_id, err.describe())
@@ -872,7 +905,7 @@ class DefaultScheduler:
         try:
             per_operator: dict[str, Any] = {}
             for h in self.coordinators:
-                result = await self._run_io(h.coordinator.on_job_finished)
+                result = await self._run_io(self._fenced, h.coordinator.on_job_finished)
                 if result:
                     per_operator[h.name] = result
                     # flat keys for the common one-sink job; with several, the first one's stay
@@ -880,6 +913,9 @@ class DefaultScheduler:
                         self.accumulators.setdefault(k, v)
             if per_operator:
                 self.accumulators["operators"] = per_operator
+        except LeadershipLostError as e:  # the new leader recovers the job and commits its end
+            self.suspend(str(e))
+            return
         except Exception as e:  # noqa: BLE001 - a failed commit fails the job; nothing partial is visible
             self.failure = m.ErrorInfo.from_exception(e)
             self._log(logging.ERROR, "commit at job end failed: %s", self.failure.describe())
@@ -893,9 +929,19 @@ class DefaultScheduler:
         self._finalize(JobStatus.FINISHED)
 
     def _finalize(self, status: JobStatus) -> None:
-        if self.status.state.is_globally_terminal:
+        if self.status.state.is_terminal:
             return
         self.end_time = self.clock()
+        if status is JobStatus.SUSPENDED:
+            # no coordinator closes (that would delete uncommitted files a restore commits), no
+            # checkpoint or blocking-result clean-up: all of it belongs to the new leader now
+            if self.partitions is not None:
+                self.partitions.shutdown()
+            self._set_status(status)
+            self.archived = self.job_details()
+            self.host.spawn(self.host.release_resources())
+            self.host.job_reached_terminal(self.result())
+            return
         if status is not JobStatus.FINISHED:
             self._retain_restorable_outputs()
         self.coordinators.close_all(lambda h, e: self._log(logging.WARNING, "closing the coordinator of '%s' failed: %s", h.name, e))

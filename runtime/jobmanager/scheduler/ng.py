@@ -53,6 +53,17 @@ class SchedulerHost(Protocol):
 
     async def release_resources(self) -> None: ...
 
+    @property
+    def recovered(self) -> bool:
+        """The job was recovered by a new leader (high availability): it starts from its own latest
+        completed checkpoint, if it has one, before the savepoint it was submitted with."""
+        ...
+
+    def confirm_leadership(self) -> bool:
+        """Does this JobManager still lead? Blocking (a ZooKeeper round trip with HA): call it on an
+        I/O thread, right before a commit. Without HA always True."""
+        ...
+
 
 class SchedulerNG(Protocol):
     """What a JobMaster asks of its scheduler (Flink: SchedulerNG)."""
@@ -73,6 +84,11 @@ class SchedulerNG(Protocol):
     async def start(self) -> None: ...
 
     def cancel(self) -> m.Ack: ...
+
+    def suspend(self, cause: str) -> None:
+        """Leadership lost (Flink: SchedulerNG suspend): cancel the tasks, commit nothing more, delete
+        nothing a new leader restores from, and end SUSPENDED at once."""
+        ...
 
     # resources
     def wants_slots(self) -> bool: ...

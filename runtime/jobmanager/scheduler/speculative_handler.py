@@ -94,7 +94,7 @@ class SpeculativeExecutionHandler:
     def _check_slow_tasks(self) -> None:
         """Every check interval while the job runs: slow subtasks get another attempt elsewhere."""
         s = self.s
-        if s.status.state.is_globally_terminal or s.finishing:
+        if s.status.state.is_terminal or s.finishing:
             return
         try:
             if s.status.state is JobStatus.RUNNING:

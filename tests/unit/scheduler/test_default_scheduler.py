@@ -91,6 +91,12 @@ class FakeHost:
     async def release_resources(self) -> None:
         pass
 
+    recovered = False
+    leading = True  # what confirm_leadership answers (the commit fence)
+
+    def confirm_leadership(self) -> bool:
+        return self.leading
+
     def settle(self) -> None:
         """Run the loop until nothing is ready to run (the main thread going idle)."""
         for _ in range(50):

@@ -99,6 +99,13 @@ class _ExecutionHost:
     async def release_resources(self) -> None:
         pass  # the slots stay with the job for its next execution
 
+    @property
+    def recovered(self) -> bool:
+        return self._host.recovered
+
+    def confirm_leadership(self) -> bool:
+        return self._host.confirm_leadership()
+
 
 class AdaptiveScheduler:
     name = "adaptive"
@@ -211,7 +218,7 @@ class AdaptiveScheduler:
         """Declare the job's slot range at the ResourceManager (0 clears it)."""
         vertices = self._vertex_slots()
         requirements = []
-        if slots > 0 and not self.state.job_status.is_globally_terminal:
+        if slots > 0 and not self.state.job_status.is_terminal:
             groups = sorted({v.slot_sharing_group for v in vertices})
             for g in groups:
                 members = [v for v in vertices if v.slot_sharing_group == g]
@@ -226,7 +233,7 @@ class AdaptiveScheduler:
             raise NoResourceAvailableError(ack.message)
 
     def wants_slots(self) -> bool:
-        return not self.state.job_status.is_globally_terminal and self._slots() < desired_slots(self._vertex_slots())
+        return not self.state.job_status.is_terminal and self._slots() < desired_slots(self._vertex_slots())
 
     def on_slots_offered(self) -> None:
         if self._wait is not None:
@@ -240,7 +247,7 @@ class AdaptiveScheduler:
             self.execution.task_manager_lost(tm_id, cause)  # its tasks fail: the execution ends, the job restarts smaller
         else:
             self.host.slot_pool.release_task_manager(tm_id)
-        if not self.state.job_status.is_globally_terminal:
+        if not self.state.job_status.is_terminal:
             self.host.spawn(self._redeclare())
 
     async def _redeclare(self) -> None:
@@ -328,7 +335,7 @@ class AdaptiveScheduler:
         slot changes that arrived meanwhile are looked at (no rescale cancels an execution still deploying)."""
         trigger = self._rescale_triggered_at if self._rescale_triggered_at is not None else (event.timestamp_ms / 1000.0 if event else 0.0)
         while self.execution is execution and not execution.all_tasks_running():
-            if execution.status.state.is_globally_terminal:
+            if execution.status.state.is_terminal:
                 return
             await asyncio.sleep(0.01)
         if self.execution is not execution:
@@ -381,7 +388,7 @@ class AdaptiveScheduler:
         if execution is not None and host is not None:
             if checkpoint_first:
                 await self._checkpoint_before_rescale(execution)
-            if not execution.status.state.is_globally_terminal:
+            if not execution.status.state.is_terminal:
                 execution.cancel()
             await host.ended
             self._collect_restorable(execution)
@@ -502,7 +509,7 @@ class AdaptiveScheduler:
         self.failure = cause
         self._log(logging.ERROR, "job fails: %s", cause.describe())
         execution = self.execution
-        if execution is not None and not execution.status.state.is_globally_terminal and self.state.has_execution:
+        if execution is not None and not execution.status.state.is_terminal and self.state.has_execution:
             self._to(st.Failing())
             execution.cancel()
             return
@@ -525,11 +532,21 @@ class AdaptiveScheduler:
         self.host.spawn(self.host.release_resources())
         self.host.job_reached_terminal(self.result())
 
+    def suspend(self, cause: str) -> None:
+        """Leadership lost: the execution is suspended (nothing committed, nothing deleted) and so is the job."""
+        if self.state.job_status.is_terminal:
+            return
+        self._log(logging.WARNING, "suspending the job: %s", cause)
+        execution, self._execution_host = self.execution, None  # its end is not a failure to restart from
+        if execution is not None:
+            execution.suspend(cause)
+        self._finish(JobStatus.SUSPENDED, None)
+
     def cancel(self) -> m.Ack:
-        if self.state.job_status.is_globally_terminal:
+        if self.state.job_status.is_terminal:
             return m.Ack()
         execution = self.execution
-        if execution is not None and self.state.has_execution and not execution.status.state.is_globally_terminal:
+        if execution is not None and self.state.has_execution and not execution.status.state.is_terminal:
             ack = execution.cancel()  # its end (_execution_ended) finishes the job CANCELED
             if not ack.ok:
                 return ack
