@@ -1,0 +1,216 @@
+"""JobManager high availability against a real ZooKeeper: two JobManager processes of one cluster
+(local TaskManagers), a leader and a standby; the leader SIGKILLed, paused past its session timeout
+(split brain), or losing a ZooKeeper node of an ensemble; jobs that ended are never run again; a
+corrupt job graph store entry fails only its job; an unreachable ZooKeeper fails the start.
+
+Every output is the main job's Delta table, checked row for row against the plain-Python reference.
+One ZooKeeper serves the module (each test has a cluster id of its own)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.jobs import windowed_sum
+from runtime.api.common import Configuration
+from runtime.api.datastream import StreamExecutionEnvironment
+from runtime.deploy.cluster_entrypoint import ClusterConfig
+from runtime.deploy.cluster_process import ClusterStartError, start_cluster_process
+from runtime.deploy.remote import rest_client
+from runtime.deploy.zookeeper_server import ZooKeeperEnsemble, ZooKeeperServer, free_ports
+from runtime.rest.client import RestClusterClient, RestError
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parents[3]
+SESSION_TIMEOUT_MS = 3_000
+
+
+def _benchmark() -> Any:
+    spec = importlib.util.spec_from_file_location("millrace_ha_failover", ROOT / "benchmarks" / "ha_failover.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _benchmark()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def ha_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Any]:
+    """Two JobManagers (leader and standby) of a fresh cluster id; every process stopped after."""
+    cluster = bench.HaCluster(tmp_path, zookeeper.connect_string, "local", SESSION_TIMEOUT_MS, slots=2)
+    try:
+        cluster.first = cluster.start_job_manager()
+        cluster.start_job_manager()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _main_job(tmp_path: Path, events: int, rate: int, name: str = "windowed_sum-ha", parallelism: int = 2) -> Any:
+    conf = Configuration()
+    conf.set_string("state.checkpoints.dir", str(tmp_path / "checkpoints"))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    windowed_sum.build(env, events, str(tmp_path / name), rate=rate, checkpoint_interval_ms=300)
+    return env.get_job_graph(name)
+
+
+def _own_view(endpoint: Any) -> RestClusterClient:
+    """A client of exactly this JobManager (no leader following)."""
+    return RestClusterClient(endpoint.url, endpoint.token, timeout=10)
+
+
+def _role(endpoint: Any) -> str | None:
+    try:
+        ha = _own_view(endpoint).cluster_info().high_availability
+    except RestError:
+        return None
+    return None if ha is None else ha.role
+
+
+def _running_with_a_checkpoint(client: RestClusterClient, job_id: str) -> bool:
+    return client.job_details(job_id).state == "RUNNING" and client.job_checkpoints(job_id).counts.completed >= 1
+
+
+def test_killed_leaders_standbys_recover_the_main_job_exactly_once(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    args = bench.parse_args(["--events", "90000", "--rate", "6000", "--kills", "2", "--provider", "local",
+                             "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--workdir", str(tmp_path)])
+    out = bench.run(args)
+    assert out["status"] == "FINISHED" and out["jm_kills"] == 2 and out["leader_changes"] == 2, out
+    assert out["duplicate_keys"] == 0 and out["missing_keys"] == 0 and out["wrong_values"] == 0 and out["verified"], out
+    # the standby recovered from a checkpoint, not from scratch: its log says which
+    logs = "".join(p.read_text() for p in tmp_path.glob("jm-*/jobmanager-session.log"))
+    assert "restoring checkpoint" in logs and "(recovered by a new leader)" in logs
+
+
+def test_a_paused_leader_steps_down_and_commits_nothing_split_brain(ha_cluster: Any, tmp_path: Path) -> None:
+    client = rest_client(ha_cluster.first)
+    events = 70_000
+    job_id = client.submit_job(_main_job(tmp_path, events, rate=5_000))
+    wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
+    old = ha_cluster.leader()
+    standby = next(e for _, e in ha_cluster.processes.values() if e.pid != old.pid)
+    os.kill(old.pid, signal.SIGSTOP)  # the JobManager process only: its TaskManagers run on
+    try:
+        # past the session timeout ZooKeeper expires the paused leader's session; the standby leads
+        # and runs the job again from its latest checkpoint
+        wait_until(lambda: _role(standby) == "leader", timeout=60, what="the standby leads")
+        wait_until(lambda: _own_view(standby).job_details(job_id).state == "RUNNING", timeout=60, what="the job runs under the new leader")
+    finally:
+        os.kill(old.pid, signal.SIGCONT)
+    # the old leader wakes up, learns its session expired, suspends its job without committing
+    wait_until(lambda: _role(old) == "standby", timeout=30, what="the resumed old leader stands by")
+
+    def refers_to_the_new_leader() -> bool:  # once its ZooKeeper client reconnected in a new session
+        try:
+            _own_view(old).job_details(job_id)
+        except RestError as e:
+            assert e.status == 503, e
+            return standby.url in e.message
+        raise AssertionError("the old leader still answers for the job")
+
+    wait_until(refers_to_the_new_leader, timeout=30, what="the old leader names the new one")
+    result = bench._await_result(client, job_id, timeout_s=300)
+    assert result.status.value == "FINISHED"
+    check = bench.check_windowed_sum(str(tmp_path / "windowed_sum-ha"), events)
+    assert check["duplicate_keys"] == 0 and check["missing_keys"] == 0 and check["wrong_values"] == 0 and check["verified"], check
+    old_log = Path(old.log or "").read_text()
+    assert "lost the leadership" in old_log and "suspending the job" in old_log
+
+
+def test_ended_jobs_are_not_run_again_after_a_failover(ha_cluster: Any, tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    client = rest_client(ha_cluster.first)
+    finished = client.submit_job(_main_job(tmp_path, 4_000, rate=0, name="finished"))
+    assert bench._await_result(client, finished, timeout_s=120).status.value == "FINISHED"
+    cancelled = client.submit_job(_main_job(tmp_path, 10_000_000, rate=2_000, name="cancelled"))
+    # it committed output (a checkpoint completed, its sink committed) before it is cancelled
+    wait_until(lambda: (tmp_path / "cancelled" / "_delta_log").is_dir(), timeout=60, what="the second job committed output")
+    client.cancel_job(cancelled)
+    assert bench._await_result(client, cancelled, timeout_s=60).status.value == "CANCELED"
+    versions = {name: DeltaTable(str(tmp_path / name)).version() for name in ("finished", "cancelled")}
+    ha_cluster.kill(ha_cluster.leader())
+    new = ha_cluster.leader()
+    # the new leader knows both ended (the job result store), and runs neither
+    assert client.job_result(finished).status.value == "FINISHED"
+    assert client.job_result(cancelled).status.value == "CANCELED"
+    assert client.url == new.url.rstrip("/")
+    assert [j for j in _own_view(new).list_jobs() if j.state not in ("FINISHED", "CANCELED", "FAILED")] == []
+    with pytest.raises(RestError, match="already ran"):
+        client.submit_job(_main_job(tmp_path, 4_000, rate=0, name="finished").model_copy(update={"job_id": finished}))
+    assert {name: DeltaTable(str(tmp_path / name)).version() for name in ("finished", "cancelled")} == versions
+
+
+def test_a_corrupt_job_graph_entry_fails_only_its_job(ha_cluster: Any, tmp_path: Path) -> None:
+    client = rest_client(ha_cluster.first)
+    # one slot each: the cluster's two slots hold both
+    healthy = client.submit_job(_main_job(tmp_path, 40_000, rate=4_000, name="healthy", parallelism=1))
+    broken = client.submit_job(_main_job(tmp_path, 10_000_000, rate=1_000, name="broken", parallelism=1))
+    wait_until(lambda: all(_running_with_a_checkpoint(client, j) for j in (healthy, broken)), timeout=60, what="both jobs run")
+    # the broken job's graph file in the store is truncated while the leader is down
+    leader = ha_cluster.leader()
+    os.killpg(leader.pid, signal.SIGSTOP)
+    graphs = list((tmp_path / "ha").rglob(f"{broken}*.json"))
+    assert len(graphs) == 1, graphs
+    graphs[0].write_text(graphs[0].read_text()[:100])
+    ha_cluster.kill(leader)
+    result = bench._await_result(client, broken, timeout_s=120)
+    assert result.status.value == "FAILED" and result.error is not None
+    assert broken in result.error.message and "cannot be read" in result.error.message
+    assert bench._await_result(client, healthy, timeout_s=300).status.value == "FINISHED"
+    check = bench.check_windowed_sum(str(tmp_path / "healthy"), 40_000)
+    assert check["verified"], check
+
+
+def test_an_ensemble_that_loses_a_node_leaves_the_jobs_untouched(tmp_path: Path) -> None:
+    with ZooKeeperEnsemble(tmp_path / "zk", size=3) as ensemble:
+        cluster = bench.HaCluster(tmp_path, ensemble.connect_string, "local", SESSION_TIMEOUT_MS, slots=2)
+        try:
+            first = cluster.start_job_manager()
+            cluster.start_job_manager()
+            client = rest_client(first)
+            events = 50_000
+            job_id = client.submit_job(_main_job(tmp_path, events, rate=5_000))
+            wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
+            leader = cluster.leader()
+            # the ZooKeeper leader goes: the JobManagers' clients reconnect to the other two in their session
+            victim = ensemble.leader()
+            assert victim is not None
+            victim.kill()
+            result = bench._await_result(client, job_id, timeout_s=300)
+            assert result.status.value == "FINISHED"
+            assert cluster.leader().pid == leader.pid, "the JobManager leader did not change"
+            history = [s for s, *_ in client.job_history(job_id)]
+            assert "SUSPENDED" not in history and "RESTARTING" not in history, history
+            assert client.job_exceptions(job_id).restarts == 0
+            check = bench.check_windowed_sum(str(tmp_path / "windowed_sum-ha"), events)
+            assert check["verified"], check
+        finally:
+            cluster.close()
+
+
+def test_an_unreachable_zookeeper_fails_the_start_naming_the_quorum(tmp_path: Path) -> None:
+    quorum = f"127.0.0.1:{free_ports(1)[0]}"  # nothing listens there
+    cfg = ClusterConfig(
+        mode="session", home=str(tmp_path / "jm"), provider="local", task_managers=0,
+        high_availability={"type": "zookeeper", "quorum": quorum, "connection_timeout_ms": 2_000, "storage_dir": str(tmp_path / "ha")},
+    )
+    started = time.monotonic()
+    with pytest.raises(ClusterStartError, match=quorum.replace(".", r"\.")):
+        start_cluster_process(cfg, timeout_s=60)
+    assert time.monotonic() - started < 30
