@@ -366,3 +366,38 @@ def test_settle_waits_for_a_checkpoint_whose_commit_is_in_flight(setup) -> None:
     assert host.completed == [1]
     loop.run_until_complete(completing)
     run(cc.settle())  # nothing in flight: returns at once
+
+
+def test_a_jobmanager_that_no_longer_leads_commits_no_checkpoint_and_counts_no_failure(setup) -> None:
+    """High availability: the fence is asked right before the Delta commit; a JobManager that lost its
+    leadership (a paused leader resumed, split brain) commits nothing, and its sinks hear of nothing."""
+    cc, host, store, _, run = setup
+    leading = [True]
+    asked: list[int] = []
+
+    def fence() -> bool:
+        asked.append(len(store.added))
+        return leading[0]
+
+    cc.fence = fence
+    run(cc.trigger_checkpoint())
+    for t in TASKS:
+        run(cc.receive_acknowledge(ack(t.attempt_id, 1, [f"{t.attempt_id}-1.parquet"])))
+    assert [c.checkpoint_id for c in store.added] == [1] and asked == [0]
+    leading[0] = False
+    run(cc.trigger_checkpoint())
+    for t in TASKS:
+        run(cc.receive_acknowledge(ack(t.attempt_id, 2, [f"{t.attempt_id}-2.parquet"])))
+    assert [c.checkpoint_id for c in store.added] == [1] and host.completed == [1]
+    assert sorted(store.discarded) == ["sink-0-2.parquet", "src-0-2.parquet", "src-1-2.parquet"]
+    assert cc.stats.snapshot().counts.failed == 1 and not host.failures_exceeded
+
+
+def test_suspend_deletes_nothing_the_new_leader_may_restore(setup) -> None:
+    """Leadership lost: unlike shutdown, suspend sweeps no uncommitted folder and commits nothing more."""
+    cc, host, store, _, run = setup
+    run(cc.trigger_checkpoint())
+    run(cc.receive_acknowledge(ack("src-0", 1, ["a.parquet"])))
+    cc.suspend()
+    cc._io.shutdown(wait=True)
+    assert store.removed_uncommitted_up_to == [] and store.discarded == [] and not store.added
