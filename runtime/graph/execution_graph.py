@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from runtime.core.errors import IllegalStateTransitionError
 from runtime.core.keygroups import compute_key_group_range_for_operator_index
-from runtime.core.states import ExecutionState, execution_state_machine
+from runtime.core.state_machine import StateMachine
+from runtime.core.states import EXECUTION_TRANSITIONS, ExecutionState, execution_state_machine
 from runtime.graph.job_graph import (
     DistributionPattern,
     IntermediateDataSet,
@@ -102,7 +103,8 @@ class Execution:
         self.attempt_id: str = uuid.uuid4().hex
         self.attempt_number = attempt_number
         self._clock = clock
-        self._machine = execution_state_machine(f"{what} attempt #{attempt_number}")
+        self._what = f"{what} attempt #{attempt_number}"
+        self._machine = execution_state_machine(self._what)
         self.state_timestamps: dict[ExecutionState, float] = {ExecutionState.CREATED: clock()}
         self.assigned_resource: object | None = None  # set by the scheduler (slot / address): opaque here
         self.failure_info: object | None = None
@@ -119,6 +121,15 @@ class Execution:
         previous = self._machine.transition(to)
         self.state_timestamps[to] = self._clock()
         return previous
+
+    def recover_as_finished(self) -> None:
+        """Batch job recovery (Flink: Execution#recoverExecution, FLIP-383): the subtask's results were
+        committed under a JobManager before this one, so this attempt, never deployed, is FINISHED
+        without running: no new attempt, no deployment, no transition through the running states."""
+        if self.state is not ExecutionState.CREATED:
+            raise IllegalStateTransitionError(f"{self._what}: only a created attempt is recovered as FINISHED, it is {self.state.name}")
+        self._machine = StateMachine(ExecutionState.FINISHED, EXECUTION_TRANSITIONS, self._what)
+        self.state_timestamps[ExecutionState.FINISHED] = self._clock()
 
     def fail(self, failure_info: object) -> None:
         self.failure_info = failure_info

@@ -22,15 +22,17 @@ the producer FINISHED (`commit_partition`): the app transaction makes the commit
 producer's file is committed once and a losing attempt's file is never read. Consumers read the
 committed file's row groups of their subpartitions, named in their deployment, on any TaskManager.
 
-pyarrow only here except `commit_partition` / `committed_files` / `remove_job_results` (JobMaster
-side, deltalake).
+pyarrow only here except `commit_partition` / `committed_files` / `committed_partitions` /
+`remove_job_results` (JobMaster side, deltalake). `committed_partitions` is what a new leader
+JobManager reads to keep the results a batch job committed before the failover (FLIP-383).
 """
 from __future__ import annotations
 
 import logging
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +55,7 @@ TABLE_SCHEMA = FILE_SCHEMA
 # payloads buffered per subpartition before they become a row group; the writer's whole buffer
 # stays under _BUFFER_BUDGET (the fullest subpartition is written out first)
 _ROW_GROUP_BYTES = 4 << 20
+PAYLOAD_BYTES_FOOTER_FIELD = "millrace.payload_bytes"  # footer key-value metadata: the payload bytes of the file
 _BUFFER_BUDGET = 32 << 20
 
 
@@ -164,6 +167,9 @@ class BlockingResultWriter:
             return []
         final = f"{self._root}/{self.rel_path}"
         try:
+            # the payload bytes in the footer: a JobManager that recovers the committed file (and
+            # not this report) still knows the input volume adaptive batch decides from
+            self._writer.add_key_value_metadata({PAYLOAD_BYTES_FOOTER_FIELD: str(self.bytes_written)})
             self._writer.close()
             self._writer = None
             self._fs.move(self._tmp, final)
@@ -269,3 +275,75 @@ def committed_files(table_uri: str, producer_subtask: int) -> list[BlockingResul
         if path.rpartition("/")[2].startswith(f"part-{producer_subtask}-"):
             out.append(BlockingResultFile(path=path, size=int(size), rows=int(rows or 0), row_groups=row_groups_by_subpartition(table_uri, path)))
     return sorted(out, key=lambda f: f.path)
+
+
+@dataclass
+class CommittedPartition:
+    """What a result's table holds for one producer subtask whose commit landed (its app transaction
+    `producer-<i>` is there), read by a JobManager that recovers the job after a failover."""
+
+    producer_subtask: int
+    generation: int  # the app transaction's version: a re-run producer commits the next one
+    files: list[BlockingResultFile] = field(default_factory=list)
+    payload_bytes: int = 0
+    lost: bool = False  # its files are gone (deleted or never there): the producer must run again
+
+
+def _footer(table_uri: str, rel_path: str) -> tuple[dict[int, list[int]], int]:
+    """A committed file's row groups per subpartition and its payload bytes, from its footer;
+    FileNotFoundError if the file is gone."""
+    fs, root = resolve_filesystem(table_uri)
+    meta = pq.ParquetFile(f"{root}/{rel_path}", filesystem=fs).metadata
+    sub_col, payload_col = meta.schema.names.index(SUBPARTITION_COLUMN), meta.schema.names.index("payload")
+    row_groups: dict[int, list[int]] = {}
+    estimate = 0
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        row_groups.setdefault(int(rg.column(sub_col).statistics.min), []).append(i)
+        estimate += max(0, rg.column(payload_col).total_uncompressed_size - 4 * rg.num_rows)  # PLAIN: 4-byte lengths
+    written = (meta.metadata or {}).get(PAYLOAD_BYTES_FOOTER_FIELD.encode())
+    return row_groups, int(written) if written is not None else estimate  # a file written before the key existed: an estimate
+
+
+def committed_partitions(table_uri: str, producer_subtasks: Iterable[int]) -> dict[int, CommittedPartition]:
+    """What the result's table holds for each of `producer_subtasks` that committed (absent: it did
+    not commit, or the table does not exist). A producer commits one file (none if it wrote nothing)
+    per generation, and commits a later generation only after the earlier one's file was found
+    missing: its result is the newest of its files that is still there; none there but some
+    committed means `lost`."""
+    from urllib.parse import unquote
+
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(table_uri)
+    except TableNotFoundError:
+        return {}
+    except Exception as e:
+        raise StorageError(f"cannot read the blocking result table {table_uri}: {e}") from e
+    generations = {i: v for i in producer_subtasks if (v := dt.transaction_version(f"producer-{i}")) is not None}
+    if not generations:
+        return {}
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    adds: dict[int, list[tuple[int, str, int, int]]] = {}
+    for path, size, rows, mtime in zip(*(actions.column(c).to_pylist() for c in ("path", "size_bytes", "num_records", "modification_time"))):
+        path = unquote(path)
+        prefix, _, rest = path.rpartition("/")[2].partition("-")  # part-<producer subtask>-<attempt id>-<uuid>.parquet
+        named = rest.partition("-")[0]
+        if prefix == "part" and named.isdigit() and int(named) in generations:
+            stamp = int(mtime.timestamp() * 1000) if hasattr(mtime, "timestamp") else int(mtime or 0)
+            adds.setdefault(int(named), []).append((stamp, path, int(size), int(rows or 0)))
+    out = {}
+    for subtask, generation in generations.items():
+        found = CommittedPartition(subtask, generation)
+        for _stamp, path, size, rows in sorted(adds.get(subtask, []), reverse=True):  # newest first
+            try:
+                row_groups, payload_bytes = _footer(table_uri, path)
+            except FileNotFoundError:
+                continue  # an earlier generation's lost file
+            found.files, found.payload_bytes = [BlockingResultFile(path=path, size=size, rows=rows, row_groups=row_groups)], payload_bytes
+            break
+        found.lost = bool(adds.get(subtask)) and not found.files
+        out[subtask] = found
+    return out

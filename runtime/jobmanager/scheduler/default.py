@@ -200,6 +200,8 @@ class DefaultScheduler:
                     self.job_id, self.checkpoint_config, store, _CheckpointHost(self), self.clock, fence=self.host.confirm_leadership,
                 )
             await self._restore_savepoint()
+            if self.host.recovered and self.partitions is not None:
+                await self._recover_blocking_results()
         except Exception as e:  # e.g. the sink's module cannot be imported here
             info = m.ErrorInfo.from_exception(e, operator=getattr(e, "__millrace_operator__", None))
             if isinstance(e, MillraceError):
@@ -292,6 +294,24 @@ class DefaultScheduler:
         self._log(logging.INFO, "restoring %s %d from %s", "savepoint" if sp.is_savepoint else "checkpoint", sp.checkpoint_id, path)
         everything = {v.id for v in self.eg.all_vertices()}
         await self._reset_coordinators(everything)
+
+    async def _recover_blocking_results(self) -> None:
+        """A new leader recovers a batch job (Flink 1.20's batch job recovery, FLIP-383): the blocking
+        results committed before the failover are in Delta and are kept; a region whose whole output
+        is there is FINISHED without being deployed (its attempt stays, no new one), and the strategy
+        schedules its consumers. A region only partly there runs again whole: the strategy schedules
+        regions, and its partitions committed before keep their files (`commit` drops the re-run's)."""
+        assert self.partitions is not None
+        committed, lost = await self.partitions.recover(self.host.loop)
+        finished = self.partitions.finished_regions()
+        for region in finished:
+            for vid in region.vertices:
+                self.eg.vertex(vid).current_execution.recover_as_finished()
+        self._log(
+            logging.INFO, "recovered %d committed blocking partitions (%d lost); %d of %d regions FINISHED without running again",
+            len(committed), len(lost), len(finished), len(self.eg.regions),
+        )
+        self._decide_parallelism()
 
     def _start_coordinators(self) -> None:
         self.coordinators.start_all(self.job_graph, self._current_parallelism, self._coordinator_failed_job)

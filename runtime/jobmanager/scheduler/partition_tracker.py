@@ -5,6 +5,10 @@ to the result's Delta table (`runtime.storage.blocking_results.commit_partition`
 thread) and records them here (main thread). A partition is consumable once recorded; consumers
 are deployed with its files. Committed results survive their producer's TaskManager, so region
 failover never re-runs a producer whose partitions are here.
+
+They survive the JobManager too: a new leader that recovers a batch job (FLIP-383, batch job
+recovery) reads what the results' tables hold (`recover`) and does not run again the regions whose
+whole output is committed (`finished_regions`).
 """
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from runtime.graph.execution_graph import ExecutionGraph
+from runtime.graph.job_graph import ResultPartitionType
+from runtime.graph.regions import PipelinedRegion
 from runtime.rpc.deployment import BlockingFileSlice
 from runtime.rpc.messages import ProducedBlockingPartition
-from runtime.storage.blocking_results import result_table_uri
+from runtime.storage.blocking_results import committed_partitions, result_table_uri
 
 
 class BlockingPartitionTracker:
@@ -98,6 +104,57 @@ class BlockingPartitionTracker:
                         await io(delete_files, self.table_uri(p.dataset_id), [f.path for f in p.files])
             raise
         return committed
+
+    async def recover(self, loop: asyncio.AbstractEventLoop) -> tuple[list[str], list[str]]:
+        """A new leader recovers the job: record every blocking partition its producers committed
+        before the failover, as the results' Delta tables hold them (read on this tracker's I/O
+        thread), each as its producer's current attempt's (never deployed: the scheduler marks it
+        FINISHED or runs it). A partition whose committed files are gone is not recorded; its
+        producer's next commit is the next generation. (committed, lost) partition ids."""
+        blocking = [r for r in self.eg.results.values() if r.result_type is ResultPartitionType.BLOCKING]
+        committed: list[str] = []
+        lost: list[str] = []
+        for result in blocking:
+            held = await loop.run_in_executor(
+                self.io, committed_partitions, self.table_uri(result.id), [p.producer.subtask_index for p in result.partitions]
+            )
+            for p in result.partitions:
+                found = held.get(p.producer.subtask_index)
+                if found is None:
+                    continue
+                if found.lost:
+                    self._generations[p.partition_id] = found.generation
+                    lost.append(p.partition_id)
+                    continue
+                self._generations[p.partition_id] = found.generation - 1  # what commit() would have committed it as
+                produced = ProducedBlockingPartition(
+                    partition_id=p.partition_id, dataset_id=result.id, files=found.files, bytes=found.payload_bytes
+                )
+                self.mark_committed(produced, self.eg.vertex(p.producer).current_execution.attempt_id)
+                committed.append(p.partition_id)
+        return committed, lost
+
+    def finished_regions(self) -> list[PipelinedRegion]:
+        """The regions whose whole work is in committed blocking partitions: every subtask produces a
+        result, every blocking partition they produce is committed (the pipelined ones stay inside
+        the region), and none of their operators has a coordinator (a sink commits at the job's end
+        what its subtasks reported; a subtask that does not run reports nothing). A recovered job
+        does not run them again (Flink: BatchJobRecoveryHandler restoring finished vertices)."""
+
+        def done(region: PipelinedRegion) -> bool:
+            blocking = 0
+            for vid in region.vertices:
+                ev = self.eg.vertex(vid)
+                if not ev.produced_partitions or any(op.coordinator_provider for op in ev.job_vertex.operators):
+                    return False
+                for p in ev.produced_partitions.values():
+                    if p.result_type is ResultPartitionType.BLOCKING:
+                        if not self.is_committed(p.partition_id):
+                            return False
+                        blocking += 1
+            return blocking > 0
+
+        return [r for r in self.eg.regions if done(r)]
 
     def shutdown(self) -> None:
         self.io.shutdown(wait=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from runtime.core.states import ExecutionState
 from runtime.graph.execution_graph import ExecutionGraph, ExecutionVertexID
 from runtime.graph.regions import PipelinedRegion
 
@@ -50,7 +51,10 @@ class PipelinedRegionSchedulingStrategy:
 
     A region is scheduled once every blocking partition it reads is committed (consumable); at
     start, the regions that read none. A restarted region whose inputs are committed is scheduled
-    again at once (its producers are not re-run); one whose inputs are not waits for them.
+    again at once (its producers are not re-run); one whose inputs are not waits for them. A region
+    whose subtasks are all FINISHED before it was ever scheduled (a recovered job's, whose results a
+    JobManager before this one committed) is not scheduled. Regions are the unit: a region only
+    partly recovered runs again whole (its subtasks exchange pipelined data).
     `is_committed(partition_id)` is the partition tracker's view.
     """
 
@@ -69,6 +73,8 @@ class PipelinedRegionSchedulingStrategy:
         order = {ev.id: i for i, ev in enumerate(self._eg.all_vertices())}
         out: list[ExecutionVertexID] = []
         for region in self._eg.regions:
+            if region not in self._scheduled and all(self._eg.vertex(v).execution_state is ExecutionState.FINISHED for v in region.vertices):
+                self._scheduled.add(region)  # recovered FINISHED: nothing to run
             if region not in self._scheduled and self._ready(region):
                 self._scheduled.add(region)
                 out.extend(sorted(region.vertices, key=order.__getitem__))
