@@ -5,7 +5,7 @@ cluster id), submits windowed_sum (checkpoints every --checkpoint-interval-ms, e
 sink, the source throttled to --rate events per second) through a REST client that follows the
 leader, then --kills times: waits until the job runs and a checkpoint completed since the last
 kill, SIGKILLs the leading JobManager's process group (the JobManager, its Spark driver or local
-TaskManagers: all of it), and starts a fresh standby in its place. The standby leads once
+TaskManagers: all of it), and, once the job runs again, starts a fresh standby in its place. The standby leads once
 ZooKeeper expires the dead leader's session (--session-timeout-ms), recovers the job from the job
 graph store and its latest checkpoint, and the job finishes. The Delta table is checked row for row
 against the plain-Python reference. Prints one JSON line:
@@ -162,7 +162,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 killed_at = time.monotonic()
                 kills += 1
                 log.warning("kill %d: the leading JobManager at %s (pid %d)", kills, victim.url, victim.pid)
-                cluster.start_job_manager()  # a standby again (it may even win the election)
                 while True:
                     state = _state(client, job_id)  # through whichever JobManager leads now
                     if state == "RUNNING" and client.url != victim.url.rstrip("/"):
@@ -174,6 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if time.monotonic() - killed_at > 180:
                         raise RuntimeError("the job did not run again under a new leader within 180 s")
                     time.sleep(0.1)
+                cluster.start_job_manager()  # a standby again, for the next kill
             result = _await_result(client, job_id, timeout_s=900)
             seconds = time.monotonic() - start
         finally:

@@ -59,6 +59,13 @@ class MillraceClusterResource(ConfigurableResource):
         default=None,
         description="session mode without url: a cluster.json or the folder holding one (default: $MILLRACE_HOME/cluster.json)",
     )
+    zookeeper_quorum: str | None = Field(
+        default=None,
+        description="session mode, an HA cluster: find its leader in this ZooKeeper (host:port,...) instead of url/cluster_file; "
+        "the resource then follows the leader through failovers (a cluster file of an HA cluster does the same)",
+    )
+    ha_cluster_id: str = Field(default="default", description="with zookeeper_quorum: the cluster's high-availability.cluster-id")
+    ha_path_root: str = Field(default="/millrace", description="with zookeeper_quorum: high-availability.zookeeper.path.root")
     progress_interval_s: float = Field(default=10.0, description="seconds between progress lines (records per vertex) in the run log")
     cancel_timeout_s: float = Field(default=60.0, description="how long to wait for a cancelled job to reach CANCELED")
     tm_log_level: str = Field(default="WARNING", description="embedded mode: log level of the TaskManager processes")
@@ -80,8 +87,17 @@ class MillraceClusterResource(ConfigurableResource):
 
     def endpoint(self) -> Any:
         """The session cluster's ClusterEndpoint (URL and token)."""
-        from runtime.deploy.cluster_file import read_cluster_file, resolve_cluster
+        from runtime.deploy.cluster_file import ClusterEndpoint, HaClientSettings, read_cluster_file, resolve_cluster
 
+        if self.zookeeper_quorum:
+            from runtime.core.errors import ConfigurationError
+            from runtime.jobmanager.ha.leader import retrieve_leader
+
+            if not self.token:
+                raise ConfigurationError("zookeeper_quorum needs the cluster's token (token: EnvVar('MILLRACE_TOKEN'))")
+            ha = HaClientSettings(quorum=self.zookeeper_quorum, cluster_path=f"{self.ha_path_root}/{self.ha_cluster_id}")
+            leader = retrieve_leader(ha.quorum, ha.cluster_path)
+            return ClusterEndpoint(url=leader.rest_url, token=self.token, pid=0, ha=ha)
         if self.url:
             return resolve_cluster(self.url, self.token, self.cluster_file)
         return read_cluster_file(self.cluster_file)  # None: $MILLRACE_HOME/cluster.json

@@ -419,15 +419,38 @@ class Dispatcher(RpcEndpoint):
     @rpc_method
     async def list_jobs(self, msg: m.Empty | None = None) -> m.JobList:
         now = time.time()
-        return m.JobList(
-            jobs=[
-                m.JobOverview(
-                    job_id=jid, job_name=e.job_graph.job_name, status=e.status, start_time_ms=int(e.submitted_at * 1000),
-                    duration_ms=e.result.duration_ms if e.result else int((now - e.submitted_at) * 1000),
-                )
-                for jid, e in self.jobs.items()
+        jobs = [
+            m.JobOverview(
+                job_id=jid, job_name=e.job_graph.job_name, status=e.status, start_time_ms=int(e.submitted_at * 1000),
+                duration_ms=e.result.duration_ms if e.result else int((now - e.submitted_at) * 1000),
+            )
+            for jid, e in self.jobs.items()
+        ]
+        if self.ha is not None and self.leader_session is not None:
+            # jobs that ended under an earlier leader (the job result store): a list after a failover
+            # still shows a job that FAILED before it (the restore sensor acts on those)
+            jobs += [
+                m.JobOverview(job_id=r.job_id, job_name=r.job_name, status=r.status, start_time_ms=0, duration_ms=r.duration_ms)
+                for r in await self._earlier_results()
             ]
-        )
+        return m.JobList(jobs=jobs)
+
+    async def _earlier_results(self) -> list[m.JobResultMessage]:
+        assert self.ha is not None
+        try:
+            entries = await self._ha(lambda: self.ha.job_results.dirty_results() + self.ha.job_results.clean_results())
+        except Exception as e:  # noqa: BLE001 - the list of this leader's jobs still stands
+            log.warning("[Dispatcher] cannot read the job result store: %s", e)
+            return []
+        out = []
+        for entry in entries[-self.retained_jobs:]:
+            if entry.job_id in self.jobs:
+                continue
+            try:
+                out.append(m.JobResultMessage.model_validate_json(entry.result_json))
+            except ValueError:
+                continue
+        return out
 
     @rpc_method
     async def send_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:

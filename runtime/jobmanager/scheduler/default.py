@@ -249,7 +249,7 @@ class DefaultScheduler:
         if self._restore_from is not None:
             sp, path = self._restore_from, getattr(self._restore_from, "location", None) or "the latest checkpoint"
         elif recovered is not None:
-            sp, path = recovered, f"its latest checkpoint {recovered.checkpoint_id} (recovered by a new leader)"
+            sp, path = recovered, "the job's checkpoints (recovered by a new leader)"
         elif not path:
             return
         else:

@@ -82,6 +82,11 @@ def _role(endpoint: Any) -> str | None:
     return None if ha is None else ha.role
 
 
+def _name(state: Any) -> str:
+    """A REST state (an enum member or its value)."""
+    return str(getattr(state, "value", state))
+
+
 def _running_with_a_checkpoint(client: RestClusterClient, job_id: str) -> bool:
     return client.job_details(job_id).state == "RUNNING" and client.job_checkpoints(job_id).counts.completed >= 1
 
@@ -214,3 +219,80 @@ def test_an_unreachable_zookeeper_fails_the_start_naming_the_quorum(tmp_path: Pa
     with pytest.raises(ClusterStartError, match=quorum.replace(".", r"\.")):
         start_cluster_process(cfg, timeout_s=60)
     assert time.monotonic() - started < 30
+
+
+def test_a_batch_job_keeps_its_committed_stage_when_the_leader_is_killed(ha_cluster: Any, tmp_path: Path) -> None:
+    """The leader is SIGKILLed after the producer stage committed its blocking results (Delta) and
+    while the consumer stage runs: the new leader runs the consumers and no producer again."""
+    from tests.integration.runtime.test_batch_recovery import build_job, output, producer_runs, reference
+
+    n = 20_000
+    client = rest_client(ha_cluster.first)
+    job_id = client.submit_job(build_job(tmp_path, n))
+
+    def consumers_running() -> bool:
+        producers, consumers = client.job_details(job_id).vertices
+        return all(_name(s.status) == "FINISHED" for s in producers.subtasks) and all(_name(s.status) == "RUNNING" for s in consumers.subtasks)
+
+    wait_until(consumers_running, timeout=60, what="the producers committed and the consumers run")
+    ha_cluster.kill(ha_cluster.leader())
+    (tmp_path / "marks" / "release").touch()  # the consumers may finish once they run again
+    result = bench._await_result(client, job_id, timeout_s=180)
+    assert result.status.value == "FINISHED", result.error
+    assert output(tmp_path) == reference(n)
+    assert producer_runs(tmp_path) == [1, 1], "a producer whose results were committed ran again"
+    producers, consumers = client.job_details(job_id).vertices  # through the new leader
+    assert [(_name(s.status), s.attempt, s.taskmanager_id) for s in producers.subtasks] == [("FINISHED", 0, None)] * 2
+    assert all(_name(s.status) == "FINISHED" and s.taskmanager_id for s in consumers.subtasks)
+
+
+def _cli(*args: str, cwd: Path) -> str:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, f"millrace {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_the_cli_and_the_dagster_resource_follow_the_leader_through_a_failover(ha_cluster: Any, tmp_path: Path) -> None:
+    """Pointed once at the first JobManager's cluster file, the CLI and MillraceClusterResource submit,
+    list, savepoint and stop through a failover: the cluster file names ZooKeeper, where the leader is."""
+    import re
+
+    from resources.millrace import MillraceClusterResource
+    from resources.spark import SparkResource
+
+    home = str(Path(ha_cluster.first.log or "").parent)  # jm-1: its cluster.json stays after it is killed
+    checkpoints = f"state.checkpoints.dir={tmp_path / 'checkpoints'}"
+    out = _cli("run", "--cluster", home, "--detached", "-D", checkpoints, str(ROOT / "pipelines" / "jobs" / "windowed_sum.py"),
+               "--events", "100000000", "--rate", "1000", "--checkpoint-interval-ms", "300", "--output", str(tmp_path / "cli-job"),
+               "-p", "1", cwd=tmp_path)
+    match = re.search(r"JobID ([0-9a-f]{32})", out)
+    assert match, out
+    cli_job = match.group(1)
+    session = MillraceClusterResource(mode="session", cluster_file=home, spark=SparkResource())
+    rest = session.rest()
+    wait_until(lambda: _running_with_a_checkpoint(rest, cli_job), timeout=60, what="the CLI's job runs and checkpointed")
+    old = ha_cluster.leader()
+    ha_cluster.kill(old)
+    # the Dagster resource submits through the failover (the first JobManager may be the dead one)
+    submitted = session.submit(_main_job(tmp_path, 100_000_000, rate=1_000, name="dagster-job", parallelism=1), detached=True)
+    listed = {j["jid"]: j["state"] for j in session.list_jobs()}
+    assert listed.get(cli_job) == "RUNNING" and submitted.job_id in listed, listed
+    assert cli_job in _cli("list", "--cluster", home, cwd=tmp_path)
+    wait_until(lambda: all(_running_with_a_checkpoint(rest, j) for j in (cli_job, submitted.job_id)), timeout=60, what="both jobs run")
+    savepoint = session.get_client().trigger_savepoint(submitted.job_id, str(tmp_path / "savepoints"))
+    assert savepoint.startswith(str(tmp_path / "savepoints")), savepoint
+    assert str(tmp_path / "savepoints") in _cli("savepoint", cli_job, str(tmp_path / "savepoints"), "--cluster", home, cwd=tmp_path)
+    session.get_client().stop_with_savepoint(submitted.job_id, str(tmp_path / "savepoints"))
+    _cli("stop", cli_job, "--savepoint-path", str(tmp_path / "savepoints"), "--cluster", home, cwd=tmp_path)
+    for job in (cli_job, submitted.job_id):
+        assert bench._await_result(rest, job, timeout_s=60).status.value == "FINISHED"
+    # or given only ZooKeeper, the cluster id and the token (no cluster file at all)
+    by_zookeeper = MillraceClusterResource(
+        mode="session", zookeeper_quorum=ha_cluster.settings.quorum, ha_cluster_id=ha_cluster.settings.cluster_id,
+        token=ha_cluster.first.token, spark=SparkResource(),
+    )
+    assert {j["jid"] for j in by_zookeeper.list_jobs()} >= {cli_job, submitted.job_id}
