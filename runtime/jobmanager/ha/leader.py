@@ -176,6 +176,8 @@ class ZooKeeperLeaderElection:
             if session_id is None or self._session != session_id or self._node is None:
                 return False
             node = self._node
+        if not self.client.connected:  # a request would wait for the connection: no vouching while cut off
+            return False
         try:
             children = self.client.get_children(f"{self.cluster_path}/{LATCH}")
         except KazooException as e:  # not connected, session expired: not a leader we can vouch for
@@ -330,7 +332,8 @@ class ZooKeeperLeaderElection:
     def describe(self) -> dict[str, Any]:
         leader = None
         try:
-            leader = read_leader(self.client, self.cluster_path)
+            if self.client.connected:  # never wait for ZooKeeper in a status view
+                leader = read_leader(self.client, self.cluster_path)
         except Exception:  # noqa: BLE001 - a status view, shown as unknown
             pass
         return {

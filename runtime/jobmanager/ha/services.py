@@ -56,6 +56,8 @@ class ZooKeeperHaServices:
             return self.election is not None and self.election.confirm_leadership(session_id)
 
         def leader_url() -> str | None:
+            if not self.client.connected:  # unknown while cut off from ZooKeeper (never wait for it here)
+                return None
             try:
                 info = read_leader(self.client, self.settings.cluster_path)
             except Exception:  # noqa: BLE001 - unknown while ZooKeeper is unreachable

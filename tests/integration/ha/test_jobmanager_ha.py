@@ -296,3 +296,44 @@ def test_the_cli_and_the_dagster_resource_follow_the_leader_through_a_failover(h
         token=ha_cluster.first.token, spark=SparkResource(),
     )
     assert {j["jid"] for j in by_zookeeper.list_jobs()} >= {cli_job, submitted.job_id}
+
+
+def test_both_job_managers_killed_and_one_started_later_recovers_the_job(ha_cluster: Any, tmp_path: Path) -> None:
+    client = rest_client(ha_cluster.first)
+    events = 40_000
+    job_id = client.submit_job(_main_job(tmp_path, events, rate=4_000))
+    wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
+    for _, endpoint in list(ha_cluster.processes.values()):
+        ha_cluster.kill(endpoint)
+    ha_cluster.start_job_manager()  # nothing of the old cluster runs: the job is in Delta only
+    assert bench._await_result(client, job_id, timeout_s=180).status.value == "FINISHED"
+    check = bench.check_windowed_sum(str(tmp_path / "windowed_sum-ha"), events)
+    assert check["verified"], check
+
+
+def test_jobs_are_suspended_while_zookeeper_is_lost_and_recovered_when_it_returns(tmp_path: Path) -> None:
+    zookeeper = ZooKeeperServer(tmp_path / "zk").start()
+    cluster = bench.HaCluster(tmp_path, zookeeper.connect_string, "local", SESSION_TIMEOUT_MS, slots=2)
+    try:
+        first = cluster.start_job_manager()
+        cluster.start_job_manager()
+        client = rest_client(first)
+        events = 60_000
+        job_id = client.submit_job(_main_job(tmp_path, events, rate=4_000))
+        wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
+        leader = cluster.leader()
+        zookeeper.stop()
+        # after the session timeout without ZooKeeper the leader cannot vouch for its leadership: it
+        # suspends the job (its REST refers clients elsewhere) and commits nothing more
+        wait_until(lambda: _role(leader) == "standby", timeout=30, what="the leader without ZooKeeper steps down")
+        with pytest.raises(RestError) as refused:
+            _own_view(leader).job_details(job_id)
+        assert refused.value.status == 503
+        zookeeper.start()
+        assert bench._await_result(client, job_id, timeout_s=180).status.value == "FINISHED"
+        check = bench.check_windowed_sum(str(tmp_path / "windowed_sum-ha"), events)
+        assert check["verified"], check
+        assert "suspending the job" in Path(leader.log or "").read_text()
+    finally:
+        cluster.close()
+        zookeeper.stop()
