@@ -91,7 +91,7 @@ class MillraceClusterResource(ConfigurableResource):
 
         if self.zookeeper_quorum:
             from runtime.core.errors import ConfigurationError
-            from runtime.jobmanager.ha.leader import retrieve_leader
+            from runtime.ha.leader import retrieve_leader
 
             if not self.token:
                 raise ConfigurationError("zookeeper_quorum needs the cluster's token (token: EnvVar('MILLRACE_TOKEN'))")

@@ -121,6 +121,15 @@ class ClusterConfig(BaseModel):
         out["cluster"] = {**cluster, "resource_manager": rm}
         return out
 
+    @model_validator(mode="after")
+    def _ha_fits_the_mode(self) -> ClusterConfig:
+        if self.mode == "application" and self.high_availability.enabled:
+            raise ValueError(
+                "high availability is not supported in application mode: a JobManager that takes over would run the "
+                "program's main() again and submit its jobs anew; run the program on an HA session or per-job cluster"
+            )
+        return self
+
     @property
     def max_task_managers(self) -> int:
         cap = self.cluster.resource_manager.max_task_managers
@@ -207,7 +216,7 @@ class ClusterEntrypoint:
         """Before anything else: an unreachable ZooKeeper fails the start within its connection
         timeout, naming the quorum. The JobManagers of one HA cluster share one REST token (kept in
         the HA storage dir, readable by its owner only), so a client's token works on any leader."""
-        from runtime.jobmanager.ha.services import ZooKeeperHaServices
+        from runtime.ha.services import ZooKeeperHaServices
 
         warehouse = os.environ.get("MILLRACE_WAREHOUSE") or os.path.join(os.getcwd(), "warehouse")
         self.ha = ZooKeeperHaServices(self.config.high_availability, warehouse)

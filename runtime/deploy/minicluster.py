@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field, model_validator
 from runtime.api.execution import FailureListener, StatusListener
 from runtime.deploy.job_client import DispatcherJobClient
 from runtime.graph.job_graph import JobGraph
+from runtime.ha.services import DispatcherHaServices
 from runtime.jobmanager.dispatcher import Dispatcher
-from runtime.jobmanager.ha.services import DispatcherHaServices
 from runtime.jobmanager.resource_manager import ResourceManager, ResourceManagerConfig
 from runtime.jobmanager.slot_manager import Clock
 from runtime.rpc import gateways as gw

@@ -74,7 +74,7 @@ def rest_client(endpoint: ClusterEndpoint, timeout: float = 30.0) -> RestCluster
         ha = endpoint.ha
 
         def leader() -> str | None:
-            from runtime.jobmanager.ha.leader import retrieve_leader
+            from runtime.ha.leader import retrieve_leader
 
             return retrieve_leader(ha.quorum, ha.cluster_path, timeout_s=5.0, connection_timeout_ms=5_000).rest_url
 

@@ -17,7 +17,7 @@ from runtime.core.errors import ConfigurationError, JobNotRunningError, NotLeade
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.validation import JobGraphValidationError, validate_job_graph
-from runtime.jobmanager.ha.services import DispatcherHaServices
+from runtime.ha.services import DispatcherHaServices
 from runtime.jobmanager.job_master import JobMaster
 from runtime.rpc import gateways as gw
 from runtime.rpc import messages as m

@@ -337,3 +337,9 @@ def test_jobs_are_suspended_while_zookeeper_is_lost_and_recovered_when_it_return
     finally:
         cluster.close()
         zookeeper.stop()
+
+
+def test_application_mode_with_high_availability_is_refused_with_the_reason() -> None:
+    with pytest.raises(ValueError, match="not supported in application mode"):
+        ClusterConfig(mode="application", home="/tmp/x", high_availability={"type": "zookeeper", "quorum": "127.0.0.1:2181"},
+                      application={"program": "job.py"})

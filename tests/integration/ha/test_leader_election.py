@@ -1,4 +1,4 @@
-"""Leader election and retrieval on a real ZooKeeper (runtime.jobmanager.ha.leader): one leader of
+"""Leader election and retrieval on a real ZooKeeper (runtime.ha.leader): one leader of
 several contenders, published only after the contender's grant returned (its jobs recovered), a
 successor granted when the leader leaves or its session ends, and a fence that refuses a session
 that no longer leads."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runtime.deploy.zookeeper_server import ZooKeeperServer
-from runtime.jobmanager.ha.leader import ZooKeeperLeaderElection, connect, read_leader, retrieve_leader
+from runtime.ha.leader import ZooKeeperLeaderElection, connect, read_leader, retrieve_leader
 from tests.waiting import wait_until
 
 CLUSTER = "/millrace/election-test"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core.options.high_availability import HighAvailabilitySettings
-from runtime.jobmanager.ha.leader import LeaderContender, ZooKeeperLeaderElection, connect, read_leader
+from runtime.ha.leader import LeaderContender, ZooKeeperLeaderElection, connect, read_leader
 
 log = logging.getLogger(__name__)
 
