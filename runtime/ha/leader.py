@@ -140,6 +140,7 @@ class ZooKeeperLeaderElection:
         self._contender: LeaderContender | None = None
         self._node: str | None = None  # our latch node's full path
         self._session: str | None = None  # the leader session id while we lead
+        self._published: str | None = None  # the session whose leader information is published (its jobs recovered)
         self._suspended_since: float | None = None
         self._events = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leader-election")
         self._lock = threading.RLock()
@@ -176,8 +177,14 @@ class ZooKeeperLeaderElection:
             if session_id is None or self._session != session_id or self._node is None:
                 return False
             node = self._node
-        if not self.client.connected:  # a request would wait for the connection: no vouching while cut off
-            return False
+        # cut off from ZooKeeper (a server of the ensemble lost, a network blip): wait for the connection
+        # within the session timeout, as the session itself does; a leader that gets it back in time still
+        # leads (its session lives on), one that does not is revoked by then anyway
+        deadline = self.clock() + self.session_timeout_s
+        while not self.client.connected:
+            if self.clock() > deadline or self._session != session_id:
+                return False
+            time.sleep(0.05)
         try:
             children = self.client.get_children(f"{self.cluster_path}/{LATCH}")
         except KazooException as e:  # not connected, session expired: not a leader we can vouch for
@@ -262,6 +269,7 @@ class ZooKeeperLeaderElection:
             except NoNodeError:
                 pass
             self.client.create(path, data, ephemeral=True)
+        self._published = session
 
     def _revoke(self, why: str) -> None:
         with self._lock:
@@ -337,7 +345,9 @@ class ZooKeeperLeaderElection:
         except Exception:  # noqa: BLE001 - a status view, shown as unknown
             pass
         return {
-            "role": "leader" if self.is_leader else "standby", "leader_session_id": self._session,
+            # elected but not yet published: recovering its jobs (clients are not sent here yet)
+            "role": ("leader" if self._published == self._session else "recovering") if self.is_leader else "standby",
+            "leader_session_id": self._session,
             "leader": None if leader is None else leader.model_dump(), "zookeeper_connection": self.connection_state,
             "contender_id": self.contender_id,
         }

@@ -253,6 +253,8 @@ class Dispatcher(RpcEndpoint):
             jm = JobMaster(
                 self.rpc, job_graph, on_terminal, on_status, recovered=recovered,
                 confirm_leadership=self._leads if self.ha is not None else None,
+                # Flink's JobMaster id: the leader session it runs under; calls of an earlier one are refused
+                fencing_token=self.leader_session if self.ha is not None else None,
             )
         except ConfigurationError as e:  # e.g. a scheduler this version does not have
             raise JobSubmissionError(str(e)) from None
@@ -335,6 +337,10 @@ class Dispatcher(RpcEndpoint):
         for jid in ended[: max(0, len(ended) - self.retained_jobs)]:
             del self.jobs[jid]
 
+    def _job_master(self, entry: JobEntry) -> gw.JobMasterGateway:
+        """A gateway to the entry's JobMaster, carrying its fencing token."""
+        return self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id, token=entry.job_master.fencing_token)
+
     def _entry(self, job_id: str) -> JobEntry:
         entry = self.jobs.get(job_id)
         if entry is None:
@@ -399,7 +405,7 @@ class Dispatcher(RpcEndpoint):
         kind = "stop-with-savepoint" if msg.stop else "savepoint"
         try:
             # the JobMaster bounds it by the checkpoint timeout; this only guards against a lost reply
-            loc: m.SavepointLocation = await self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id).trigger_savepoint(msg, timeout=24 * 3600)
+            loc: m.SavepointLocation = await self._job_master(entry).trigger_savepoint(msg, timeout=24 * 3600)
             entry.savepoints[trigger_id] = m.SavepointStatus(job_id=msg.job_id, trigger_id=trigger_id, status="COMPLETED", location=loc.location)
             log.info("[Dispatcher] job %s: %s completed at %s", msg.job_id, kind, loc.location)
         except Exception as e:  # noqa: BLE001 - reported to whoever polls the trigger
@@ -456,7 +462,7 @@ class Dispatcher(RpcEndpoint):
     async def send_coordination_request(self, msg: m.CoordinationRequest) -> m.CoordinationResponse:
         entry = self._entry(msg.job_id)
         if entry.result is None:
-            jm = self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id)
+            jm = self._job_master(entry)
             return await jm.handle_coordination_request(msg)
         # the job ended and its JobMaster stopped; coordinators keep their final results for clients
         coord = entry.job_master.coordinators.get(msg.node_id)
@@ -471,7 +477,7 @@ class Dispatcher(RpcEndpoint):
         entry = self._entry(msg.job_id)
         if entry.result is None:
             try:
-                return await getattr(self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id), f"request_{method}")(m.Empty(), timeout=10)
+                return await getattr(self._job_master(entry), f"request_{method}")(m.Empty(), timeout=10)
             except Exception as e:  # noqa: BLE001 - just ended or not serving yet: the published view below
                 log.debug("[Dispatcher] job %s: %s from its JobMaster failed: %s", msg.job_id, method, e)
         return entry.job_master.published(method)
@@ -489,14 +495,14 @@ class Dispatcher(RpcEndpoint):
         entry = self._entry(msg.job_id)
         if entry.result is not None:
             raise JobNotRunningError(f"job {msg.job_id} already ended {entry.result.status.name}: it has no resource requirements")
-        return await self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id).request_resource_requirements(m.Empty(), timeout=10)
+        return await self._job_master(entry).request_resource_requirements(m.Empty(), timeout=10)
 
     @rpc_method
     async def update_job_resource_requirements(self, msg: m.JobResourceRequirements) -> m.Ack:
         entry = self._entry(msg.job_id)
         if entry.result is not None:
             raise JobNotRunningError(f"job {msg.job_id} already ended {entry.result.status.name}: its resource requirements cannot change")
-        return await self.rpc.gateway(gw.JobMasterGateway, entry.job_master.endpoint_id).update_resource_requirements(msg, timeout=10)
+        return await self._job_master(entry).update_resource_requirements(msg, timeout=10)
 
     @rpc_method
     async def request_job_details(self, msg: m.JobIdMessage) -> m.JobDetailsMessage:

@@ -40,6 +40,7 @@ class JobMaster(RpcEndpoint):
         *,
         recovered: bool = False,
         confirm_leadership: Callable[[], bool] | None = None,
+        fencing_token: str | None = None,
     ) -> None:
         """`recovered`: started by a new leader after a failover (it restores the job's latest
         checkpoint); `confirm_leadership`: the fence every commit passes (high availability)."""
@@ -50,6 +51,7 @@ class JobMaster(RpcEndpoint):
         self.rm = rpc.gateway(gw.ResourceManagerGateway, gw.RESOURCE_MANAGER)
         self._on_terminal = on_terminal
         self._recovered = recovered
+        self.fencing_token = fencing_token  # set before the endpoint serves: every call must carry it
         self._confirm_leadership = confirm_leadership
         self._on_status = on_status
         self.scheduler: SchedulerNG = create_scheduler(self, job_graph)

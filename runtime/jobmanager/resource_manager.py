@@ -97,6 +97,7 @@ class ResourceManager(RpcEndpoint):
         )
         self._tm_seq = 0
         self._lost: set[str] = set()  # declared lost or released: never accepted again under that id
+        self._job_master_tokens: dict[str, str | None] = {}  # job id -> its JobMaster's fencing token
         self._stopping = False
         self._unsubscribe: Any = lambda: None
         self._heartbeat_task: asyncio.Future | None = None
@@ -218,7 +219,7 @@ class ResourceManager(RpcEndpoint):
         jobs = self.slot_manager.unregister(tm_id)
         log.warning("[ResourceManager] TaskManager %s (%s) lost: %s", tm_id, where, cause)
         for job_id in jobs:
-            jm = self.rpc.gateway(gw.JobMasterGateway, gw.job_master_endpoint(job_id))
+            jm = self.rpc.gateway(gw.JobMasterGateway, gw.job_master_endpoint(job_id), token=self._job_master_tokens.get(job_id))
             self.spawn(self._notify_lost(jm, m.TaskManagerLost(tm_id=tm_id, cause=f"TaskManager {tm_id} ({where}) was lost: {cause}")))
         try:
             self.provider.release_task_manager(tm_id)
@@ -333,6 +334,7 @@ class ResourceManager(RpcEndpoint):
             self.slot_manager.declare(msg.job_id, msg.job_master_endpoint, [])
             return m.Ack(ok=False, message=problem)
         self.slot_manager.declare(msg.job_id, msg.job_master_endpoint, msg.requirements, msg.job_name)
+        self._job_master_tokens[msg.job_id] = msg.job_master_token
         if msg.requirements:
             log.info(
                 "[ResourceManager] %s requires %s", msg.describe_job(), "; ".join(r.describe() for r in msg.requirements)
@@ -388,7 +390,8 @@ class ResourceManager(RpcEndpoint):
         try:
             await te.request_slot(
                 m.RequestSlot(
-                    allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id
+                    allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id,
+                    job_master_token=self._job_master_tokens.get(a.job_id),
                 ),
                 timeout=10,
             )

@@ -49,7 +49,7 @@ class HighAvailabilityInfo(RestModel):
     quorum: str | None = None
     cluster_id: str | None = None
     storage_dir: str | None = None
-    role: str = Field("standby", description="leader or standby")
+    role: str = Field("standby", description="leader, standby, or recovering (elected, recovering its jobs before clients are sent to it)")
     leader_session_id: str | None = Field(None, description="this JobManager's leader session id while it leads")
     leader: dict[str, Any] | None = Field(None, description="the current leader's information (REST URL, session id, host:pid)")
     zookeeper_connection: str | None = Field(None, description="CONNECTED, SUSPENDED (connection lost) or LOST (session expired)")

@@ -88,6 +88,7 @@ class TaskDeploymentDescriptor(_Model):
     config: dict[str, str] = Field(default_factory=dict)
     checkpoint_dir: str | None = None  # root of the job's checkpoint table: where state files go
     task_restore: TaskRestore | None = None
+    job_master_token: str | None = None  # the JobMaster's fencing token (HA): the task's calls to it carry it
 
     @property
     def task_name_with_subtask(self) -> str:

@@ -196,7 +196,7 @@ class TaskExecutor(RpcEndpoint):
         return m.Ack()
 
     async def _offer_slot(self, msg: m.RequestSlot, slot_index: int) -> None:
-        jm = self.rpc.gateway(gw.JobMasterGateway, msg.job_master_endpoint, peer_id=self.jm_peer_id)
+        jm = self.rpc.gateway(gw.JobMasterGateway, msg.job_master_endpoint, peer_id=self.jm_peer_id, token=msg.job_master_token)
         offer = m.OfferSlots(
             tm_id=self.tm_id,
             data_address=self.network.address,
@@ -255,7 +255,7 @@ class TaskExecutor(RpcEndpoint):
     @rpc_method
     async def submit_task(self, tdd: TaskDeploymentDescriptor) -> m.Ack:
         self.slot_table.add_task(tdd.allocation_id, tdd.job_id, tdd.execution_attempt_id)
-        jm = self.rpc.gateway(gw.JobMasterGateway, gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id)
+        jm = self.rpc.gateway(gw.JobMasterGateway, gw.job_master_endpoint(tdd.job_id), peer_id=self.jm_peer_id, token=tdd.job_master_token)
         # operator events go out in order without the task waiting for each (Flink's OperatorEventGateway)
         events = OrderedSender(lambda method, msg: jm.invoke(method, msg, timeout=60))
 

@@ -21,7 +21,7 @@ def _benchmark():
 
 def test_the_standby_recovers_the_main_job_on_its_spark_executors_after_the_leader_is_killed(tmp_path: Path) -> None:
     bench = _benchmark()
-    args = bench.parse_args(["--events", "60000", "--rate", "5000", "--kills", "1", "--provider", "spark",
+    args = bench.parse_args(["--events", "40000", "--rate", "5000", "--kills", "1", "--provider", "spark",
                              "--session-timeout-ms", "4000", "--workdir", str(tmp_path)])
     out = bench.run(args)
     assert out["status"] == "FINISHED" and out["jm_kills"] == 1 and out["leader_changes"] == 1, out

@@ -229,7 +229,8 @@ class DefaultScheduler:
             requirements = [requirements[0].model_copy(update={"count": requirements[0].count + extra}), *requirements[1:]]
         ack: m.Ack = await self.host.rm.declare_required_resources(
             m.ResourceRequirements(
-                job_id=self.job_id, job_master_endpoint=self.host.endpoint_id, job_name=self.job_graph.job_name, requirements=requirements
+                job_id=self.job_id, job_master_endpoint=self.host.endpoint_id, job_name=self.job_graph.job_name, requirements=requirements,
+                job_master_token=self.host.fencing_token,
             )
         )
         if not ack.ok:
@@ -423,6 +424,7 @@ class DefaultScheduler:
         if self.checkpoints is not None:
             tdd.checkpoint_dir = self.checkpoint_config.table_uri
         tdd.task_restore = self._task_restore(ev)
+        tdd.job_master_token = self.host.fencing_token
         te = self.host.task_executor(slot.tm_id)
         try:
             await te.submit_task(tdd, timeout=30)
@@ -799,8 +801,12 @@ class DefaultScheduler:
         for h in self.coordinators:
             try:
                 await self._run_io(self._fenced, h.coordinator.notify_checkpoint_complete, checkpoint.checkpoint_id, h.committables(checkpoint))
-            except LeadershipLostError as e:  # the new leader commits it when it restores this checkpoint
+            except LeadershipLostError as e:
+                # the checkpoint is committed, its sink's commit is not: whoever restores it next commits
+                # it (a new leader; or this one, should it still lead after all: a global failover)
                 self._log(logging.WARNING, "coordinator of '%s' does not commit checkpoint %d: %s", h.name, checkpoint.checkpoint_id, e)
+                if self.status.state is JobStatus.RUNNING and not self.finishing:
+                    self._handle_global_failure(m.ErrorInfo.from_exception(e, operator=h.name))
                 return
             except Exception as e:  # noqa: BLE001 - the commit is retried from the checkpoint on restore
                 err = m.ErrorInfo.from_exception(e, operator=h.name)

@@ -34,6 +34,12 @@ class SchedulerHost(Protocol):
     slot_pool: SlotPool
 
     @property
+    def fencing_token(self) -> str | None:
+        """The JobMaster's fencing token (the leader session id with HA; None without): every call to
+        it carries it, so a call meant for an earlier leader's JobMaster of this job is refused."""
+        ...
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The main thread's loop (Flink: ComponentMainThreadExecutor): timers and callbacks."""
         ...

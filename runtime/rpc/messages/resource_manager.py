@@ -90,6 +90,7 @@ class ResourceRequirements(Message):
     job_master_endpoint: str
     job_name: str = ""
     requirements: list[ResourceRequirement] = Field(default_factory=list)
+    job_master_token: str | None = Field(None, description="the JobMaster's fencing token (the leader session id with HA): calls to it carry it")
 
     @model_validator(mode="before")
     @classmethod

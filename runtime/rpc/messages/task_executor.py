@@ -28,6 +28,7 @@ class RequestSlot(Message):
     job_id: str
     job_master_endpoint: str
     resource_manager_id: str
+    job_master_token: str | None = None  # the JobMaster's fencing token: the slot offer carries it
 
 
 class FreeSlot(Message):

@@ -1,6 +1,7 @@
 """JobManager high availability against a real ZooKeeper: two JobManager processes of one cluster
-(local TaskManagers), a leader and a standby; the leader SIGKILLed, paused past its session timeout
-(split brain), or losing a ZooKeeper node of an ensemble; jobs that ended are never run again; a
+(local TaskManagers), a leader and a standby; the leader paused past its session timeout (split
+brain), both JobManagers SIGKILLed, ZooKeeper lost and back, or a node of an ensemble lost (the
+leader SIGKILLed with TaskManagers on Spark: tests/e2e/test_ha_on_spark.py); jobs that ended are never run again; a
 corrupt job graph store entry fails only its job; an unreachable ZooKeeper fails the start.
 
 Every output is the main job's Delta table, checked row for row against the plain-Python reference.
@@ -89,17 +90,6 @@ def _name(state: Any) -> str:
 
 def _running_with_a_checkpoint(client: RestClusterClient, job_id: str) -> bool:
     return client.job_details(job_id).state == "RUNNING" and client.job_checkpoints(job_id).counts.completed >= 1
-
-
-def test_killed_leaders_standbys_recover_the_main_job_exactly_once(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
-    args = bench.parse_args(["--events", "90000", "--rate", "6000", "--kills", "2", "--provider", "local",
-                             "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--workdir", str(tmp_path)])
-    out = bench.run(args)
-    assert out["status"] == "FINISHED" and out["jm_kills"] == 2 and out["leader_changes"] == 2, out
-    assert out["duplicate_keys"] == 0 and out["missing_keys"] == 0 and out["wrong_values"] == 0 and out["verified"], out
-    # the standby recovered from a checkpoint, not from scratch: its log says which
-    logs = "".join(p.read_text() for p in tmp_path.glob("jm-*/jobmanager-session.log"))
-    assert "restoring checkpoint" in logs and "(recovered by a new leader)" in logs
 
 
 def test_a_paused_leader_steps_down_and_commits_nothing_split_brain(ha_cluster: Any, tmp_path: Path) -> None:
@@ -318,7 +308,7 @@ def test_jobs_are_suspended_while_zookeeper_is_lost_and_recovered_when_it_return
         first = cluster.start_job_manager()
         cluster.start_job_manager()
         client = rest_client(first)
-        events = 60_000
+        events = 40_000
         job_id = client.submit_job(_main_job(tmp_path, events, rate=4_000))
         wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
         leader = cluster.leader()

@@ -92,6 +92,7 @@ class FakeHost:
         pass
 
     recovered = False
+    fencing_token = None
     leading = True  # what confirm_leadership answers (the commit fence)
 
     def confirm_leadership(self) -> bool:

@@ -103,6 +103,10 @@ class _ExecutionHost:
     def recovered(self) -> bool:
         return self._host.recovered
 
+    @property
+    def fencing_token(self) -> str | None:
+        return self._host.fencing_token
+
     def confirm_leadership(self) -> bool:
         return self._host.confirm_leadership()
 
@@ -227,7 +231,7 @@ class AdaptiveScheduler:
                 ))
         ack: m.Ack = await self.host.rm.declare_required_resources(
             m.ResourceRequirements(job_id=self.job_id, job_master_endpoint=self.host.endpoint_id, job_name=self.job_graph.job_name,
-                                   requirements=requirements)
+                                   requirements=requirements, job_master_token=self.host.fencing_token)
         )
         if not ack.ok:
             raise NoResourceAvailableError(ack.message)
