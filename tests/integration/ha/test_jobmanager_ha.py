@@ -272,6 +272,9 @@ def test_the_cli_and_the_dagster_resource_follow_the_leader_through_a_failover(h
     listed = {j["jid"]: j["state"] for j in session.list_jobs()}
     assert listed.get(cli_job) == "RUNNING" and submitted.job_id in listed, listed
     assert cli_job in _cli("list", "--cluster", home, cwd=tmp_path)
+    new = ha_cluster.leader()
+    status = _cli("cluster", "status", "--home", str(Path(new.log or "").parent), cwd=tmp_path)
+    assert "high availability: this JobManager is the leader" in status and new.url in status and "CONNECTED" in status, status
     wait_until(lambda: all(_running_with_a_checkpoint(rest, j) for j in (cli_job, submitted.job_id)), timeout=60, what="both jobs run")
     savepoint = session.get_client().trigger_savepoint(submitted.job_id, str(tmp_path / "savepoints"))
     assert savepoint.startswith(str(tmp_path / "savepoints")), savepoint
