@@ -191,6 +191,7 @@ class ClusterEntrypoint:
         self.spark: Any = None
         self.cluster: MiniCluster | None = None
         self.rest: Any = None
+        self.ha: Any = None  # ZooKeeperHaServices with high availability
         self._spark_starting = False  # a stop signal now aborts the Spark start at once
 
     def install_signal_handlers(self) -> None:
