@@ -29,6 +29,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -66,16 +67,26 @@ class HaCluster:
         self.slots = slots
         self.processes: dict[int, tuple[Any, ClusterEndpoint]] = {}
         self._started = 0
+        self._lock = threading.Lock()
 
     def start_job_manager(self) -> ClusterEndpoint:
-        self._started += 1
+        with self._lock:
+            self._started += 1
+            number = self._started
         cfg = ClusterConfig(
-            mode="session", home=str(self.root / f"jm-{self._started}"), provider=self.provider, task_managers=1,
+            mode="session", home=str(self.root / f"jm-{number}"), provider=self.provider, task_managers=1,
             slots_per_task_manager=self.slots, max_task_managers=1, log_level="INFO", high_availability=self.settings,
         )
         proc, endpoint = start_cluster_process(cfg)
         self.processes[endpoint.pid] = (proc, endpoint)
         return endpoint
+
+    def start_job_managers(self, n: int) -> list[ClusterEndpoint]:
+        """`n` JobManagers started side by side (each start is mostly a Spark driver's start)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            return list(pool.map(lambda _: self.start_job_manager(), range(n)))
 
     def leader(self, timeout_s: float = 120.0) -> ClusterEndpoint:
         """The live JobManager whose own /cluster says it leads."""
@@ -137,8 +148,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with ZooKeeperServer(root / "zookeeper") as zk:
         cluster = HaCluster(root, zk.connect_string, args.provider, args.session_timeout_ms, args.parallelism)
         try:
-            first = cluster.start_job_manager()
-            cluster.start_job_manager()
+            first, _ = cluster.start_job_managers(2)
             client = rest_client(first)  # follows the leader from here on
             conf = Configuration()
             conf.set_string("state.checkpoints.dir", str(root / "checkpoints"))
@@ -173,7 +183,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if time.monotonic() - killed_at > 180:
                         raise RuntimeError("the job did not run again under a new leader within 180 s")
                     time.sleep(0.1)
-                cluster.start_job_manager()  # a standby again, for the next kill
+                if kills < args.kills:
+                    cluster.start_job_manager()  # a standby again, for the next kill
             result = _await_result(client, job_id, timeout_s=900)
             seconds = time.monotonic() - start
         finally:

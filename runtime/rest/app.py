@@ -295,8 +295,8 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         validate_job_graph(job_graph)  # JobGraphValidationError is a ValueError: 400
         try:
             resp: m.JobIdMessage = await dispatcher.submit_job(m.SubmitJob(job_graph_json=job_graph.model_dump_json()), timeout=SUBMIT_TIMEOUT_S)
-        except (RpcError, ValueError, UnknownJobError):
-            raise  # their handlers: 503/400/404
+        except (RpcError, ValueError, UnknownJobError, NotLeaderError):
+            raise  # their handlers: 503/400/404/503 (a standby: the client goes to the leader)
         except (KeyError, TypeError, AttributeError, ArithmeticError, MillraceError) as e:
             # the Dispatcher or the JobMaster it starts tripped over the graph's content
             raise ApiError(400, f"job {job_graph.job_id} '{job_graph.job_name}' was refused: {type(e).__name__}: {e}") from None

@@ -54,8 +54,7 @@ def ha_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Any]:
     """Two JobManagers (leader and standby) of a fresh cluster id; every process stopped after."""
     cluster = bench.HaCluster(tmp_path, zookeeper.connect_string, "local", SESSION_TIMEOUT_MS, slots=2)
     try:
-        cluster.first = cluster.start_job_manager()
-        cluster.start_job_manager()
+        cluster.first, _ = cluster.start_job_managers(2)
         yield cluster
     finally:
         cluster.close()
@@ -94,7 +93,7 @@ def _running_with_a_checkpoint(client: RestClusterClient, job_id: str) -> bool:
 
 def test_a_paused_leader_steps_down_and_commits_nothing_split_brain(ha_cluster: Any, tmp_path: Path) -> None:
     client = rest_client(ha_cluster.first)
-    events = 70_000
+    events = 45_000
     job_id = client.submit_job(_main_job(tmp_path, events, rate=5_000))
     wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
     old = ha_cluster.leader()
@@ -151,19 +150,20 @@ def test_ended_jobs_are_not_run_again_after_a_failover(ha_cluster: Any, tmp_path
     assert {name: DeltaTable(str(tmp_path / name)).version() for name in ("finished", "cancelled")} == versions
 
 
-def test_a_corrupt_job_graph_entry_fails_only_its_job(ha_cluster: Any, tmp_path: Path) -> None:
+def test_both_job_managers_killed_one_started_later_recovers_the_jobs_and_a_corrupt_entry_fails_only_its_job(
+    ha_cluster: Any, tmp_path: Path,
+) -> None:
     client = rest_client(ha_cluster.first)
     # one slot each: the cluster's two slots hold both
     healthy = client.submit_job(_main_job(tmp_path, 40_000, rate=4_000, name="healthy", parallelism=1))
     broken = client.submit_job(_main_job(tmp_path, 10_000_000, rate=1_000, name="broken", parallelism=1))
     wait_until(lambda: all(_running_with_a_checkpoint(client, j) for j in (healthy, broken)), timeout=60, what="both jobs run")
-    # the broken job's graph file in the store is truncated while the leader is down
-    leader = ha_cluster.leader()
-    os.killpg(leader.pid, signal.SIGSTOP)
+    for _, endpoint in list(ha_cluster.processes.values()):  # nothing of the cluster runs any more
+        ha_cluster.kill(endpoint)
     graphs = list((tmp_path / "ha").rglob(f"{broken}*.json"))
     assert len(graphs) == 1, graphs
-    graphs[0].write_text(graphs[0].read_text()[:100])
-    ha_cluster.kill(leader)
+    graphs[0].write_text(graphs[0].read_text()[:100])  # the broken job's entry in the job graph store is damaged
+    ha_cluster.start_job_manager()  # later: the jobs are in Delta only
     result = bench._await_result(client, broken, timeout_s=120)
     assert result.status.value == "FAILED" and result.error is not None
     assert broken in result.error.message and "cannot be read" in result.error.message
@@ -174,12 +174,13 @@ def test_a_corrupt_job_graph_entry_fails_only_its_job(ha_cluster: Any, tmp_path:
 
 def test_an_ensemble_that_loses_a_node_leaves_the_jobs_untouched(tmp_path: Path) -> None:
     with ZooKeeperEnsemble(tmp_path / "zk", size=3) as ensemble:
-        cluster = bench.HaCluster(tmp_path, ensemble.connect_string, "local", SESSION_TIMEOUT_MS, slots=2)
+        # the default session timeout: the ensemble elects a new leader and the JobManagers reconnect
+        # within it (with 3 s, a reconnect after the re-election now and then outlasted the session)
+        cluster = bench.HaCluster(tmp_path, ensemble.connect_string, "local", 10_000, slots=2)
         try:
-            first = cluster.start_job_manager()
-            cluster.start_job_manager()
+            first, _ = cluster.start_job_managers(2)
             client = rest_client(first)
-            events = 50_000
+            events = 30_000
             job_id = client.submit_job(_main_job(tmp_path, events, rate=5_000))
             wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
             leader = cluster.leader()
@@ -291,27 +292,13 @@ def test_the_cli_and_the_dagster_resource_follow_the_leader_through_a_failover(h
     assert {j["jid"] for j in by_zookeeper.list_jobs()} >= {cli_job, submitted.job_id}
 
 
-def test_both_job_managers_killed_and_one_started_later_recovers_the_job(ha_cluster: Any, tmp_path: Path) -> None:
-    client = rest_client(ha_cluster.first)
-    events = 40_000
-    job_id = client.submit_job(_main_job(tmp_path, events, rate=4_000))
-    wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
-    for _, endpoint in list(ha_cluster.processes.values()):
-        ha_cluster.kill(endpoint)
-    ha_cluster.start_job_manager()  # nothing of the old cluster runs: the job is in Delta only
-    assert bench._await_result(client, job_id, timeout_s=180).status.value == "FINISHED"
-    check = bench.check_windowed_sum(str(tmp_path / "windowed_sum-ha"), events)
-    assert check["verified"], check
-
-
 def test_jobs_are_suspended_while_zookeeper_is_lost_and_recovered_when_it_returns(tmp_path: Path) -> None:
     zookeeper = ZooKeeperServer(tmp_path / "zk").start()
     cluster = bench.HaCluster(tmp_path, zookeeper.connect_string, "local", SESSION_TIMEOUT_MS, slots=2)
     try:
-        first = cluster.start_job_manager()
-        cluster.start_job_manager()
+        first, _ = cluster.start_job_managers(2)
         client = rest_client(first)
-        events = 40_000
+        events = 28_000
         job_id = client.submit_job(_main_job(tmp_path, events, rate=4_000))
         wait_until(lambda: _running_with_a_checkpoint(client, job_id), timeout=60, what="the job runs and checkpointed")
         leader = cluster.leader()
