@@ -45,8 +45,9 @@ class JobEntry:
     ended: threading.Event = field(default_factory=threading.Event)
 
 
-# what a standby Dispatcher still answers: its own (empty) job list and overview; the rest is the leader's
-_STANDBY_METHODS = frozenset({"list_jobs", "request_cluster_overview"})
+# what a standby Dispatcher still answers: nothing about jobs (its own empty list would read as "no
+# jobs" to a client that meant the cluster: a sensor would miss a running job); the leader answers
+_STANDBY_METHODS: frozenset[str] = frozenset()
 
 
 class Dispatcher(RpcEndpoint):

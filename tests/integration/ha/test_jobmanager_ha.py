@@ -252,8 +252,13 @@ def test_the_cli_and_the_dagster_resource_follow_the_leader_through_a_failover(h
     list, savepoint and stop through a failover: the cluster file names ZooKeeper, where the leader is."""
     import re
 
+    from dagster import DagsterInstance, SkipReason, build_sensor_context
+
+    from pipelines.jobs.running_totals import live_job_name
+    from pipelines.live import millrace_restore_sensor
     from resources.millrace import MillraceClusterResource
     from resources.spark import SparkResource
+    from resources.warehouse import DeltaWarehouseResource
 
     home = str(Path(ha_cluster.first.log or "").parent)  # jm-1: its cluster.json stays after it is killed
     checkpoints = f"state.checkpoints.dir={tmp_path / 'checkpoints'}"
@@ -265,9 +270,17 @@ def test_the_cli_and_the_dagster_resource_follow_the_leader_through_a_failover(h
     cli_job = match.group(1)
     session = MillraceClusterResource(mode="session", cluster_file=home, spark=SparkResource())
     rest = session.rest()
+    # a live job as the Dagster pipeline names it (the restore sensor restarts such a job when it FAILED)
+    live = rest.submit_job(_main_job(tmp_path, 100_000_000, rate=500, name=live_job_name("2026-01-01"), parallelism=1))
     wait_until(lambda: _running_with_a_checkpoint(rest, cli_job), timeout=60, what="the CLI's job runs and checkpointed")
     old = ha_cluster.leader()
     ha_cluster.kill(old)
+    # the new leader recovered the live job: the restore sensor sees it running and starts no second copy
+    resources = {"millrace_session": session, "warehouse": DeltaWarehouseResource(base_path=str(tmp_path / "warehouse"))}
+    with build_sensor_context(instance=DagsterInstance.ephemeral(), resources=resources) as ctx:
+        verdict = millrace_restore_sensor(ctx)
+    assert isinstance(verdict, SkipReason) and "is running" in (verdict.skip_message or ""), verdict
+    rest.cancel_job(live)
     # the Dagster resource submits through the failover (the first JobManager may be the dead one)
     submitted = session.submit(_main_job(tmp_path, 100_000_000, rate=1_000, name="dagster-job", parallelism=1), detached=True)
     listed = {j["jid"]: j["state"] for j in session.list_jobs()}
