@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from runtime.core.errors import CorruptHaEntryError, HaEntryNotFoundError, HaStoreError
 from runtime.core.states import JobStatus
 from runtime.storage.delta_write import equals_predicate
+from runtime.storage.state_files import resolve_filesystem
 
 log = logging.getLogger(__name__)
 
@@ -237,13 +238,7 @@ class _HaTable:
 
 def _filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem and the table root inside it, for a local path or a URI."""
-    if "://" in table_uri:
-        try:
-            fs, root = pafs.FileSystem.from_uri(table_uri)
-        except Exception as e:  # pyarrow raises several types for bad URIs
-            raise HaStoreError(f"HA storage directory {table_uri!r} is not a usable filesystem URI: {e}") from e
-        return fs, root.rstrip("/")
-    return pafs.LocalFileSystem(), os.path.abspath(table_uri).rstrip("/")
+    return resolve_filesystem(table_uri, what="HA storage directory", error=HaStoreError)
 
 
 class JobGraphStore:

@@ -121,13 +121,16 @@ def is_metadata_file(path: str) -> bool:
     return os.path.basename(path).startswith(METADATA_FILE_PREFIX)
 
 
-def resolve_filesystem(checkpoint_dir: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and the root path inside it for a local path or a URI (file://, s3://, ...)."""
+def resolve_filesystem(
+    checkpoint_dir: str, what: str = "checkpoint directory", error: type[StorageError] = StorageError,
+) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem and the root path inside it for a local path or a URI (file://, s3://, ...);
+    a bad URI raises `error` naming `what` it was meant to be."""
     if "://" in checkpoint_dir:
         try:
             fs, root = pafs.FileSystem.from_uri(checkpoint_dir)
         except Exception as e:  # pyarrow raises several types for bad URIs
-            raise StorageError(f"checkpoint directory {checkpoint_dir!r} is not a usable filesystem URI: {e}") from e
+            raise error(f"{what} {checkpoint_dir!r} is not a usable filesystem URI: {e}") from e
         return fs, root.rstrip("/")
     return pafs.LocalFileSystem(), os.path.abspath(checkpoint_dir).rstrip("/") or "/"
 
