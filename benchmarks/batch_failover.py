@@ -3,9 +3,10 @@
 Runs windowed_sum with `execution.runtime-mode: BATCH` (the key_by exchange is blocking: the source
 stage writes its output to Delta, the window stage reads it) on a MiniCluster whose TaskManagers
 run on Spark executors (or as local processes). As soon as a window (consumer) subtask runs, the
-TaskManager process it runs in is SIGKILLed; region failover restarts the consumer from the
-committed blocking results, so the producers never run again, even though the killed TaskManager
-may be the one that ran them. Checks the Delta table row for row against the plain-Python
+TaskManager process it runs in is SIGKILLed, and with it every TaskManager that ran a producer
+(the producers have finished by then): region failover restarts the consumer from the committed
+blocking results in Delta, so the producers never run again although no TaskManager that ran them
+is left. Checks the Delta table row for row against the plain-Python
 reference and prints one JSON line:
 
     {"producer_subtasks", "producer_attempts", "consumer_subtasks", "consumer_attempts", "rows", "seconds", ...}
@@ -57,20 +58,24 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
         start = time.monotonic()
         cpu = CpuMeter.for_cluster(cluster).__enter__()
         client = cluster.submit(env.get_job_graph("windowed_sum-batch-failover"))
-        killed: str | None = None
-        while killed is None and client.get_job_status() not in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
-            consumers = _details(cluster, client.job_id).vertices[1:]  # [0]: the source stage
+        killed: list[str] = []
+        while not killed and client.get_job_status() not in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED):
+            details = _details(cluster, client.job_id)
+            consumers = details.vertices[1:]  # [0]: the source stage
             running = [s for v in consumers for s in v.subtasks if s.state is ExecutionState.RUNNING and s.tm_id]
             if not running:
                 time.sleep(0.01)
                 continue
-            victim = next((t for t in cluster.task_managers() if t.tm_id == running[0].tm_id and t.pid), None)
-            if victim is None:
+            # the consumer's TaskManager, and every one that ran a producer: no producer output survives outside Delta
+            targets = {running[0].tm_id} | {s.tm_id for s in details.vertices[0].subtasks if s.tm_id}
+            victims = [t for t in cluster.task_managers() if t.tm_id in targets and t.pid]
+            if not any(t.tm_id == running[0].tm_id for t in victims):
                 time.sleep(0.01)
                 continue
-            os.kill(victim.pid, signal.SIGKILL)
-            killed = victim.tm_id
-            log.warning("killed TaskManager %s (pid %d) running consumer subtask %d", victim.tm_id, victim.pid, running[0].subtask_index)
+            for victim in victims:
+                os.kill(victim.pid, signal.SIGKILL)
+                killed.append(victim.tm_id)
+            log.warning("killed TaskManagers %s (running consumer subtask %d, or having run a producer)", killed, running[0].subtask_index)
         result = client.get_job_execution_result(timeout=900)
         seconds = time.monotonic() - start
         cpu.__exit__(None, None, None)
@@ -84,9 +89,9 @@ def run(args: argparse.Namespace, spark: Any = None) -> dict[str, Any]:
             "consumer_attempts": sum(s.attempt_number + 1 for s in consumers),
             **check_windowed_sum(args.output, args.events),
             "seconds": round(seconds, 2),
-            "killed_task_manager": killed,
-            # the killed TaskManager had run a producer: its output was read from Delta afterwards
-            "killed_a_producers_task_manager": any(s.tm_id == killed for s in producers),
+            "killed_task_managers": killed,
+            # every TaskManager that ran a producer was killed: the restarted consumer read their output from Delta
+            "killed_every_producers_task_manager": all(s.tm_id in killed for s in producers),
             "status": result.status.value,
             "blocking_results_left": os.path.exists(os.path.join(args.output + "-blocking", client.job_id)),
             **cpu.fields(args.events),
