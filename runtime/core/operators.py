@@ -121,6 +121,10 @@ class StreamOperator:
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Checkpoint `checkpoint_id` was discarded (timeout, decline, failure)."""
 
+    def handle_operator_event(self, event: Any) -> None:
+        """An event from this operator's coordinator (Flink: OperatorEventHandler), on the task thread."""
+        raise TypeError(f"{type(self).__name__} takes no operator events (got {type(event).__name__})")
+
     # data ----------------------------------------------------------------------------------
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
         raise NotImplementedError
@@ -211,22 +215,65 @@ class OperatorCoordinatorContext(Protocol):
         """Fail the whole job with `cause` (a global failover; the restart strategy decides)."""
         ...
 
+    def send_event(self, subtask: int, attempt: int, event: Any) -> None:
+        """Send `event` to attempt `attempt` of `subtask` (its `handle_operator_event`, on its task
+        thread), in order, after what was sent before; dropped if that attempt is no longer the
+        current one. Events sent after the coordinator's checkpoint reach the subtask after it took
+        that checkpoint (Flink's event valve), so a coordinator's state and its subtasks' agree."""
+        ...
 
-@dataclass(frozen=True)
+    def execute(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the coordinator's thread (the JobMaster's main thread); callable from any thread."""
+        ...
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
+        """Run `fn` on the coordinator's thread after `delay_s`; the handle has `cancel()`."""
+        ...
+
+
+@dataclass
 class FixedCoordinatorContext:
     """A context with a fixed parallelism that cannot fail a job: for a coordinator used outside a
-    scheduler (unit tests, tools). `fail_job` raises the cause where it is called."""
+    scheduler (unit tests, tools). `fail_job` raises the cause where it is called; sent events are
+    kept in `sent` as (subtask, attempt, event); `execute` runs at once; timers wait in `timers`
+    until `run_timers()`."""
 
     job_id: str
     operator_name: str
     parallelism: int = 1
     operator_id: str = ""
+    sent: list[tuple[int, int, Any]] = field(default_factory=list)
+    timers: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
 
     def current_parallelism(self) -> int:
         return self.parallelism
 
     def fail_job(self, cause: BaseException) -> None:
         raise cause
+
+    def send_event(self, subtask: int, attempt: int, event: Any) -> None:
+        self.sent.append((subtask, attempt, event))
+
+    def execute(self, fn: Callable[[], None]) -> None:
+        fn()
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
+        entry = (delay_s, fn)
+        self.timers.append(entry)
+
+        class _Handle:
+            def cancel(_self) -> None:
+                if entry in self.timers:
+                    self.timers.remove(entry)
+
+        return _Handle()
+
+    def run_timers(self) -> int:
+        """Run the timers due now (all that are set), as the JobMaster's loop would; returns how many ran."""
+        due, self.timers = self.timers, []
+        for _, fn in due:
+            fn()
+        return len(due)
 
 
 class OperatorCoordinator:
@@ -272,6 +319,19 @@ class OperatorCoordinator:
 
     def execution_attempt_failed(self, subtask: int, attempt: int) -> None:
         """A subtask attempt failed or lost a speculative race: drop what it sent."""
+
+    def checkpoint_coordinator(self, checkpoint_id: int) -> bytes | None:
+        """The coordinator's own state for checkpoint `checkpoint_id` (Flink: checkpointCoordinator),
+        taken before any subtask is triggered; None: no state. Stored in the checkpoint's metadata."""
+        return None
+
+    def reset_coordinator(self, checkpoint_id: int | None, state: bytes | None) -> None:
+        """Every subtask restarts from `checkpoint_id` (None: from scratch): go back to the `state`
+        this coordinator returned for it (None: none was taken; start afresh)."""
+
+    def subtask_reset(self, subtask: int, checkpoint_id: int | None) -> None:
+        """Only `subtask` restarts, from `checkpoint_id` (None: from scratch), while this coordinator
+        goes on: take back what it handed that subtask after that checkpoint (Flink: subtaskReset)."""
 
     def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None:
         """Checkpoint `checkpoint_id` is durable; `committables` are the subtasks' (all subtasks, in

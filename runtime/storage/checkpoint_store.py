@@ -63,6 +63,8 @@ class CheckpointMetadata(BaseModel):
     # FLIP-147: operator_id -> the subtasks that had finished (all of them: the operator is fully
     # finished); a restore deploys those as finished instead of running them again
     finished_subtasks: dict[str, list[int]] = Field(default_factory=dict)
+    # operator_id -> its operator coordinator's state (a source's split enumerator), taken before the tasks'
+    coordinator_states: dict[str, bytes] = Field(default_factory=dict)
     state_size: int = 0
     duration_ms: int = 0
     location: str | None = None  # a savepoint's table (the path `run -s` takes); None for a checkpoint

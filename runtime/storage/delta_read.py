@@ -151,3 +151,99 @@ def iter_file_batches(
             f"Delta data file {file.uri} is gone (vacuumed or overwritten since the snapshot was taken): {e}; "
             "re-run the job to read the newest version"
         ) from e
+
+
+# --- the table's log, commit by commit (the continuous Delta source follows it) -----------------------
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    """What one commit did to the table's data (Spark's Delta streaming source reads the same)."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    added: tuple[DeltaFile, ...]  # files added with dataChange (new rows)
+    removed: tuple[str, ...]  # paths removed with dataChange (rows deleted or rewritten)
+    schema: Any | None  # pyarrow.Schema if the commit changed the table's metadata, else None
+
+
+def _log_fs(table_uri: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    if "://" in table_uri and not table_uri.startswith("file://"):
+        fs, path = pafs.FileSystem.from_uri(table_uri)
+        return fs, path.rstrip("/")
+    return pafs.LocalFileSystem(), table_uri.removeprefix("file://").rstrip("/")
+
+
+def _file_uri(table_uri: str, path: str) -> str:
+    from urllib.parse import unquote
+
+    if "://" in path or path.startswith("/"):
+        return path
+    return table_uri.rstrip("/") + "/" + unquote(path)
+
+
+def _arrow_schema(schema_string: str) -> Any:
+    import pyarrow as pa
+    from deltalake import Schema
+
+    return pa.schema(Schema.from_json(schema_string).to_arrow())
+
+
+def read_commit(table_uri: str, version: int, partition_columns: Sequence[str] = (), storage_options: dict[str, str] | None = None) -> DeltaCommit | None:
+    """Commit `version` of the table's log, or None if it does not exist (yet). Reads the commit's
+    JSON file only (one small read), never the whole table state."""
+    import json
+
+    fs, root = _log_fs(table_uri)
+    path = f"{root}/_delta_log/{version:020d}.json"
+    try:
+        with fs.open_input_stream(path) as f:
+            text = f.read().decode()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if "not found" in str(e).lower() or "no such file" in str(e).lower():
+            return None
+        raise StorageError(f"cannot read commit {version} of Delta table {table_uri}: {e}") from e
+    added: list[DeltaFile] = []
+    removed: list[str] = []
+    schema = None
+    timestamp, operation = 0, ""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "add" in action:
+            a = action["add"]
+            if a.get("dataChange", True):
+                stats = json.loads(a["stats"]) if a.get("stats") else {}
+                nrec = stats.get("numRecords")
+                added.append(DeltaFile(
+                    uri=_file_uri(table_uri, a["path"]), size=int(a.get("size") or 0),
+                    num_records=None if nrec is None else int(nrec), partition_values=dict(a.get("partitionValues") or {}),
+                ))
+        elif "remove" in action:
+            r = action["remove"]
+            if r.get("dataChange", True):
+                removed.append(r["path"])
+        elif "metaData" in action:
+            schema = _arrow_schema(action["metaData"]["schemaString"])
+        elif "commitInfo" in action:
+            timestamp = int(action["commitInfo"].get("timestamp") or 0)
+            operation = str(action["commitInfo"].get("operation") or "")
+    return DeltaCommit(version, timestamp, operation, tuple(added), tuple(removed), schema)
+
+
+def first_version_at_or_after(table_uri: str, timestamp_ms: int, storage_options: dict[str, str] | None = None) -> int:
+    """The first version committed at or after `timestamp_ms` (the next version if none is yet)."""
+    dt = _open(table_uri, None, storage_options)
+    if dt is None:
+        raise StorageError(f"no Delta table at {table_uri}: write it first (or check the path)")
+    versions = sorted((int(h["version"]), int(h.get("timestamp") or 0)) for h in dt.history())
+    for version, ts in versions:
+        if ts >= timestamp_ms:
+            return version
+    return int(dt.version()) + 1

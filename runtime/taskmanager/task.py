@@ -619,6 +619,25 @@ class Task:
             self._control.append(lambda: self._perform_checkpoint(barrier))
         return True
 
+    def deliver_operator_event(self, node_id: int, event: Any) -> bool:
+        """Any thread: an operator coordinator's event for operator `node_id` (a split assignment),
+        handed to the operator on the task thread between inputs, in the order delivered. False: the
+        task is not running (the coordinator learns of its end through the scheduler)."""
+        if self.machine.state is not ExecutionState.RUNNING or self._canceled.is_set():
+            return False
+        self._control.append(lambda: self._handle_operator_event(node_id, event))
+        return True
+
+    def _handle_operator_event(self, node_id: int, event: Any) -> None:
+        chain = self._chain
+        if chain is None:
+            return
+        try:
+            chain.operator(node_id).handle_operator_event(event)
+        except BaseException as e:
+            annotate(e, chain.name_of(node_id))
+            raise
+
     def _stop_with_savepoint(self, barrier: CheckpointBarrier, drain: bool) -> None:
         """Task thread of a source: (drain: a MAX watermark, so every event-time window fires), the
         barrier, then nothing more until the savepoint completes (the JobMaster then ends the job)

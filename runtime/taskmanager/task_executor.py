@@ -10,6 +10,8 @@ import threading
 import time
 from typing import Any
 
+import cloudpickle
+
 from runtime.core.errors import MillraceError
 from runtime.core.options import task as task_options
 from runtime.core.states import SlotState
@@ -332,6 +334,14 @@ class TaskExecutor(RpcEndpoint):
         if task is not None:
             task.notify_checkpoint(msg.checkpoint_id, msg.completed)
         return m.Ack()
+
+    @rpc_method
+    async def send_operator_event_to_task(self, msg: m.OperatorEventToTask) -> m.Ack:
+        """An operator coordinator's event for one operator of a task attempt; the task thread hands it over."""
+        task = self.tasks.get(msg.execution_attempt_id)
+        if task is None:
+            return m.Ack(ok=False, message=f"no task with attempt {msg.execution_attempt_id} on {self.tm_id}")
+        return m.Ack(ok=task.deliver_operator_event(msg.node_id, cloudpickle.loads(msg.payload)))
 
     @rpc_method
     async def request_task_metrics(self, msg: m.TaskMetricsRequest) -> m.TaskMetricsReport:

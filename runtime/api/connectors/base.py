@@ -1,8 +1,12 @@
 """What `env.from_source(...)` and `ds.sink_to(...)` need from a connector (Flink's Source / Sink).
 
-A Source builds one SourceOperator per subtask; a Sink builds one writer operator per subtask and,
-optionally, an OperatorCoordinator provider (global commit on the JobMaster). Both objects are
-cloudpickled into the JobGraph, so they must hold configuration only, never open resources.
+A Source is a FLIP-27 source (`runtime.api.connectors.source`): it creates a SplitEnumerator, run
+on the JobMaster by the source's operator coordinator, and a SourceReader per subtask, hosted by
+the one generic SourceReaderOperator. A source written before FLIP-27 overrides
+`create_operator()` instead and has no enumerator (its splits are dealt out by the runtime).
+A Sink builds one writer operator per subtask and, optionally, an OperatorCoordinator provider
+(global commit on the JobMaster). Both objects are cloudpickled into the JobGraph, so they must
+hold configuration only, never open resources.
 
 A source's position is state (Flink's SourceReader.snapshotState, Bytewax's resume state): a
 `SplitSourceOperator` reads a list of splits, each a small plain value (a tuple) that says what is
@@ -23,21 +27,45 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.api.connectors.source.api import SPLITS_STATE, Boundedness, SourceReader, SourceReaderContext, SplitEnumerator, SplitEnumeratorContext
+from runtime.api.connectors.source.coordinator import SourceCoordinatorProvider
+from runtime.api.connectors.source.reader_operator import SourceReaderOperator
 from runtime.api.operators.base import OperatorCoordinatorProvider, SourceOperator, StreamOperator
 from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.errors import InvalidProgramError
 
-# the operator list state that holds a source subtask's splits
-SPLITS_STATE = "splits"
-
 
 class Source(abc.ABC):
-    @abc.abstractmethod
+    """Flink's Source (FLIP-27): `create_enumerator`, `restore_enumerator`, `create_reader`,
+    `get_boundedness`. A pre-FLIP-27 source overrides `create_operator` and nothing of those."""
+
+    def get_boundedness(self) -> Boundedness:
+        return Boundedness.BOUNDED
+
+    def create_reader(self, context: SourceReaderContext) -> SourceReader[Any]:
+        raise NotImplementedError(f"{type(self).__name__} is not a FLIP-27 source (it has no create_reader)")
+
+    def create_enumerator(self, context: SplitEnumeratorContext[Any]) -> SplitEnumerator[Any, Any]:
+        raise NotImplementedError(f"{type(self).__name__} is not a FLIP-27 source (it has no create_enumerator)")
+
+    def restore_enumerator(self, context: SplitEnumeratorContext[Any], checkpoint: Any) -> SplitEnumerator[Any, Any]:
+        raise NotImplementedError(f"{type(self).__name__} is not a FLIP-27 source (it has no restore_enumerator)")
+
+    @property
+    def is_split_source(self) -> bool:
+        """A FLIP-27 source: its enumerator runs on the JobMaster; else it builds its own operator."""
+        return type(self).create_operator is Source.create_operator
+
     def create_operator(self) -> SourceOperator:
-        """A fresh reader for one subtask (it learns its index/parallelism at setup)."""
+        """The operator of one subtask: for a FLIP-27 source, the generic reader operator
+        (`env.from_source` gives it the watermark strategy: watermarks per split)."""
+        return SourceReaderOperator(self)
+
+    def coordinator_provider(self) -> OperatorCoordinatorProvider | None:
+        return SourceCoordinatorProvider(self) if self.is_split_source else None
 
     def is_bounded(self) -> bool:
-        return True
+        return self.get_boundedness() is Boundedness.BOUNDED
 
     def max_parallelism(self) -> int | None:
         """An upper bound on this source's parallelism (1 for non-parallel sources), or None."""

@@ -11,6 +11,7 @@ JobGraph.config and are validated when the job is compiled.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -237,6 +238,17 @@ class StreamExecutionEnvironment:
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise InvalidProgramError(f"from_source(): expected a WatermarkStrategy, got {type(watermark_strategy).__name__}")
         out_type = type_info if type_info is not None else source.get_type_info()
+        if source.is_split_source:
+            # FLIP-27: the reader operator assigns timestamps and generates watermarks per split
+            # (Flink's SourceOperator); its enumerator runs on the JobMaster as the coordinator
+            from runtime.api.connectors.source import SourceReaderOperator
+
+            st = SourceTransformation(
+                name=source_name, operator_factory=functools.partial(SourceReaderOperator, source, watermark_strategy),
+                bounded=source.is_bounded(), output_type=out_type,
+            )
+            st.coordinator_provider = source.coordinator_provider()
+            return DataStream(self, st)
         st = SourceTransformation(
             name=source_name, operator_factory=source.create_operator, bounded=source.is_bounded(), output_type=out_type
         )
@@ -248,8 +260,6 @@ class StreamExecutionEnvironment:
             return DataStream(self, st)
         # Flink generates watermarks inside the source operator; Millrace chains a
         # TimestampsAndWatermarksOperator right after it (same parallelism, same chain)
-        import functools
-
         wt = OneInputTransformation(
             name=f"{source_name}: Timestamps/Watermarks",
             input=st,

@@ -68,6 +68,15 @@ class CheckpointHost(Protocol):
         checkpoint holds them as those subtasks' committables (FLIP-147's final checkpoint)."""
         ...
 
+    async def snapshot_coordinators(self, checkpoint_id: int) -> dict[str, bytes]:
+        """Operator coordinators' states (operator id -> bytes), taken before any task is triggered;
+        their events to tasks are held until `tasks_triggered` (Flink's OperatorCoordinatorCheckpoints)."""
+        ...
+
+    def tasks_triggered(self, checkpoint_id: int) -> None:
+        """Every task of the checkpoint was triggered (or could not be): held events go out."""
+        ...
+
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None: ...
 
     async def send_notify(self, task: CheckpointTask, msg: m.NotifyCheckpoint) -> None: ...
@@ -102,6 +111,7 @@ class PendingCheckpoint:
     # final committables their operators' coordinators hold for them
     finished: tuple[CheckpointTask, ...] = ()
     finished_committables: dict[str, dict[int, bytes]] = field(default_factory=dict)
+    coordinator_states: dict[str, bytes] = field(default_factory=dict)  # operator id -> its coordinator's state
 
     def files(self) -> list[str]:
         return [f.path for a in self.acks.values() for f in a.state.files]
@@ -197,10 +207,34 @@ class CheckpointCoordinator:
             cid, len(plan.tasks_to_trigger), len(pending.tasks), len(plan.finished_tasks),
         )
         msg_mode = self.config.mode.value
-        for t in plan.tasks_to_trigger:
-            trigger = m.TriggerCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=msg_mode)
-            self.host.spawn(self._send_trigger(t, trigger))
+        triggers = [
+            (t, m.TriggerCheckpoint(job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=msg_mode))
+            for t in plan.tasks_to_trigger
+        ]
+        if not await self._snapshot_coordinators(pending):
+            return None
+        self.host.spawn(self._trigger_all(cid, triggers))
         return cid
+
+    async def _snapshot_coordinators(self, p: PendingCheckpoint) -> bool:
+        """The operator coordinators' states go first; False: the checkpoint was aborted meanwhile or by their failure."""
+        try:
+            p.coordinator_states = await self.host.snapshot_coordinators(p.checkpoint_id)
+        except Exception as e:  # noqa: BLE001 - a coordinator that cannot snapshot fails this checkpoint, not the job
+            self._log(logging.WARNING, "operator coordinators could not take checkpoint %d: %s", p.checkpoint_id, e)
+            self.host.tasks_triggered(p.checkpoint_id)
+            await self._abort(p.checkpoint_id, f"operator coordinators could not take checkpoint {p.checkpoint_id}: {e}")
+            return False
+        if self.pending is not p or p.discarded:
+            self.host.tasks_triggered(p.checkpoint_id)
+            return False
+        return True
+
+    async def _trigger_all(self, checkpoint_id: int, triggers: list[tuple[CheckpointTask, m.TriggerCheckpoint]]) -> None:
+        try:
+            await asyncio.gather(*(self._send_trigger(t, msg) for t, msg in triggers))
+        finally:
+            self.host.tasks_triggered(checkpoint_id)
 
     def _plan(self) -> CheckpointPlan[CheckpointTask] | str:
         tasks = self.host.checkpoint_tasks()
@@ -251,11 +285,14 @@ class CheckpointCoordinator:
         )
         how = " (stop, drain)" if options.drain else " (stop)" if options.stop else ""
         self._log(logging.INFO, "triggering savepoint %d into %s%s", cid, options.target, how)
-        for t in plan.tasks_to_trigger:
-            trigger = m.TriggerCheckpoint(
+        triggers = [
+            (t, m.TriggerCheckpoint(
                 job_id=self.job_id, execution_attempt_id=t.attempt_id, checkpoint_id=cid, timestamp_ms=ts, mode=self.config.mode.value, savepoint=options
-            )
-            self.host.spawn(self._send_trigger(t, trigger))
+            ))
+            for t in plan.tasks_to_trigger
+        ]
+        if await self._snapshot_coordinators(pending):
+            self.host.spawn(self._trigger_all(cid, triggers))
         return await pending.done
 
     async def _send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:

@@ -62,6 +62,7 @@ class CompletedCheckpointStore:
             parallelism=parallelism,
             max_parallelism=max_parallelism,
             finished_subtasks={op: sorted(subtasks) for op, subtasks in finished.items()},
+            coordinator_states=dict(getattr(pending, "coordinator_states", {})),
             state_size=sum(f.size for f in files),
             duration_ms=int(now * 1000) - pending.timestamp_ms,
         )

@@ -5,9 +5,16 @@ JobGraph with a context (the job, the operator, its current parallelism, a way t
 and translates the scheduler's events (checkpoint complete, restart of some subtasks, job end)
 into the coordinator's hooks with that operator's committables. Every hook exists on the base
 class, so nothing is probed.
+
+Events from a coordinator to its subtasks go through an `EventValve` (Flink's
+OperatorEventValve): in order per subtask; closed from the coordinator's checkpoint until every
+task of that checkpoint was triggered, so an event sent after the coordinator's snapshot reaches
+its subtask after the subtask's snapshot (a split is then in exactly one of the two).
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import pickle
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +26,64 @@ from runtime.core.operators import OperatorCoordinator
 from runtime.graph.job_graph import JobGraph, JobVertex
 
 RunIO = Callable[..., Awaitable[Any]]  # runs a blocking call off the main thread
+# delivers one event: (vertex id, subtask, attempt, node id, pickled event) -> delivered or not
+DeliverEvent = Callable[[str, int, int, int, bytes], Awaitable[bool]]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CoordinatorServices:
+    """What the scheduler lends every coordinator's context: its main loop and a way to reach a task."""
+
+    loop: asyncio.AbstractEventLoop
+    deliver: DeliverEvent
+    spawn: Callable[[Awaitable[Any]], Any]
+
+
+class EventValve:
+    """Coordinator -> subtask events of one operator, in order per subtask; held while closed."""
+
+    def __init__(self, services: CoordinatorServices, vertex_id: str, node_id: int) -> None:
+        self.services, self.vertex_id, self.node_id = services, vertex_id, node_id
+        self.closed = False
+        self._held: list[tuple[int, int, bytes]] = []
+        self._last: dict[int, asyncio.Future[Any]] = {}  # subtask -> its newest send (the next waits for it)
+
+    def send(self, subtask: int, attempt: int, payload: bytes) -> None:
+        if self.closed:
+            self._held.append((subtask, attempt, payload))
+        else:
+            self._dispatch(subtask, attempt, payload)
+
+    def _dispatch(self, subtask: int, attempt: int, payload: bytes) -> None:
+        before = self._last.get(subtask)
+
+        async def send() -> None:
+            if before is not None:
+                await asyncio.wait([before])
+            try:
+                if not await self.services.deliver(self.vertex_id, subtask, attempt, self.node_id, payload):
+                    log.debug("event for %s[%d] attempt %d dropped: not running", self.vertex_id, subtask, attempt)
+            except Exception as e:  # noqa: BLE001 - the attempt is gone; the coordinator hears of it from the scheduler
+                log.debug("event for %s[%d] attempt %d not delivered: %s", self.vertex_id, subtask, attempt, e)
+
+        self._last[subtask] = asyncio.ensure_future(send(), loop=self.services.loop)
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def drain(self) -> None:
+        """Wait until every event sent so far was delivered (or dropped)."""
+        pending = [f for f in self._last.values() if not f.done()]
+        if pending:
+            await asyncio.wait(pending)
+
+    def open(self) -> None:
+        self.closed = False
+        held, self._held = self._held, []
+        for subtask, attempt, payload in held:
+            self._dispatch(subtask, attempt, payload)
 
 
 @dataclass
@@ -31,12 +96,30 @@ class _Context:
     vertex: JobVertex
     parallelism_of: Callable[[str], int]
     fail: Callable[[BaseException, str], None]
+    valve: EventValve | None = None
+    services: CoordinatorServices | None = None
 
     def current_parallelism(self) -> int:
         return self.parallelism_of(self.vertex.id)
 
     def fail_job(self, cause: BaseException) -> None:
         self.fail(cause, self.operator_name)
+
+    def send_event(self, subtask: int, attempt: int, event: Any) -> None:
+        if self.valve is None:
+            raise RuntimeError(f"the coordinator of '{self.operator_name}' cannot send events here (no scheduler)")
+        self.valve.send(subtask, attempt, cloudpickle.dumps(event))
+
+    def execute(self, fn: Callable[[], None]) -> None:
+        if self.services is None:
+            fn()
+            return
+        self.services.loop.call_soon_threadsafe(fn)
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Any:
+        if self.services is None:
+            raise RuntimeError(f"the coordinator of '{self.operator_name}' has no timers here (no scheduler)")
+        return self.services.loop.call_later(delay_s, fn)
 
 
 @dataclass
@@ -46,6 +129,7 @@ class OperatorCoordinatorHolder:
     name: str
     vertex: JobVertex
     coordinator: OperatorCoordinator
+    valve: EventValve | None = None
 
     def committables(self, checkpoint: Any) -> list[Any]:
         """This operator's committables in a completed checkpoint (its subtasks', in subtask order)."""
@@ -60,7 +144,13 @@ class OperatorCoordinators:
     def __init__(self) -> None:
         self.holders: dict[int, OperatorCoordinatorHolder] = {}
 
-    def start_all(self, job_graph: JobGraph, parallelism_of: Callable[[str], int], fail_job: Callable[[BaseException, str], None]) -> None:
+    def start_all(
+        self,
+        job_graph: JobGraph,
+        parallelism_of: Callable[[str], int],
+        fail_job: Callable[[BaseException, str], None],
+        services: CoordinatorServices | None = None,
+    ) -> None:
         """Create and start every coordinator (this holder is shared, e.g. with the speculation
         policy, so it is filled, not replaced); an exception names its operator (`__millrace_operator__`)."""
         for jv in job_graph.vertices:
@@ -69,7 +159,8 @@ class OperatorCoordinators:
                     continue
                 try:
                     provider = cloudpickle.loads(op.coordinator_provider)
-                    context = _Context(job_graph.job_id, op.operator_id, op.name, jv, parallelism_of, fail_job)
+                    valve = EventValve(services, jv.id, op.node_id) if services is not None else None
+                    context = _Context(job_graph.job_id, op.operator_id, op.name, jv, parallelism_of, fail_job, valve, services)
                     coordinator = provider.create(context)
                     if not isinstance(coordinator, OperatorCoordinator):
                         raise TypeError(f"{type(provider).__name__}.create returned {type(coordinator).__name__}, not an OperatorCoordinator")
@@ -79,7 +170,7 @@ class OperatorCoordinators:
                     self.close_all(lambda *_: None)
                     self.holders.clear()
                     raise
-                self.holders[op.node_id] = OperatorCoordinatorHolder(op.node_id, op.operator_id, op.name, jv, coordinator)
+                self.holders[op.node_id] = OperatorCoordinatorHolder(op.node_id, op.operator_id, op.name, jv, coordinator, valve)
 
     def __iter__(self) -> Iterator[OperatorCoordinatorHolder]:
         return iter(list(self.holders.values()))
@@ -102,14 +193,51 @@ class OperatorCoordinators:
         for h in self.of_vertex(vertex_id):
             h.coordinator.execution_attempt_failed(subtask, attempt)
 
-    async def reset_to_checkpoint(self, restarted: dict[str, set[int]], checkpoint: Any, run_io: RunIO) -> None:
+    async def reset_to_checkpoint(
+        self, restarted: dict[str, set[int]], checkpoint: Any, run_io: RunIO, parallelism_of: Callable[[str], int] | None = None
+    ) -> None:
         """Coordinators of restarted operators go back to `checkpoint` (None: from scratch);
-        `restarted`: job vertex id -> the subtasks that restart."""
+        `restarted`: job vertex id -> the subtasks that restart. All of an operator's subtasks:
+        its coordinator's own state goes back too; some: only what it gave those subtasks."""
         cid = checkpoint.checkpoint_id if checkpoint is not None else None
+        states = getattr(checkpoint, "coordinator_states", None) or {}
         for h in self:
             subtasks = restarted.get(h.vertex.id)
-            if subtasks:
-                await run_io(h.coordinator.reset_to_checkpoint, cid, h.committables(checkpoint), subtasks)
+            if not subtasks:
+                continue
+            parallelism = parallelism_of(h.vertex.id) if parallelism_of is not None else h.vertex.parallelism
+            if set(range(parallelism)) <= set(subtasks):
+                h.coordinator.reset_coordinator(cid, states.get(h.operator_id))
+            else:
+                for subtask in sorted(subtasks):
+                    h.coordinator.subtask_reset(subtask, cid)
+            await run_io(h.coordinator.reset_to_checkpoint, cid, h.committables(checkpoint), subtasks)
+
+    # --- checkpoints: the coordinators first, then the tasks (Flink: OperatorCoordinatorCheckpoints) --
+    async def checkpoint_all(self, checkpoint_id: int) -> dict[str, bytes]:
+        """Every coordinator's state for `checkpoint_id`; their valves close until `triggered`, and
+        what they sent before is delivered first (it precedes the tasks' barrier)."""
+        states: dict[str, bytes] = {}
+        try:
+            for h in self:
+                state = h.coordinator.checkpoint_coordinator(checkpoint_id)
+                if h.valve is not None:
+                    h.valve.close()
+                if state is not None:
+                    states[h.operator_id] = state
+            for h in self:
+                if h.valve is not None:
+                    await h.valve.drain()
+        except BaseException:
+            self.triggered()
+            raise
+        return states
+
+    def triggered(self) -> None:
+        """Every task of the checkpoint was triggered (or it failed): held events go out."""
+        for h in self:
+            if h.valve is not None:
+                h.valve.open()
 
     def final_committables(self, finished: dict[str, set[int]]) -> dict[str, dict[int, bytes]]:
         """FLIP-147: what finished subtasks hold that no checkpoint committed, by operator id (pickled)."""

@@ -44,7 +44,7 @@ from runtime.jobmanager.checkpoint.coordinator import CheckpointCoordinator, Che
 from runtime.jobmanager.deployment import build_tdd
 from runtime.jobmanager.scheduler import views
 from runtime.jobmanager.scheduler.adaptive_batch import AdaptiveBatchDecider
-from runtime.jobmanager.scheduler.coordinators import OperatorCoordinators
+from runtime.jobmanager.scheduler.coordinators import CoordinatorServices, OperatorCoordinators
 from runtime.jobmanager.scheduler.failover import failover_strategy_from_config, restart_strategy_from_config
 from runtime.jobmanager.scheduler.failure_handler import ExecutionFailureHandler, FailureHandlingResult, is_consequence
 from runtime.jobmanager.scheduler.partition_tracker import BlockingPartitionTracker
@@ -259,7 +259,7 @@ class DefaultScheduler:
             sp = await self._run_io(read_savepoint, path)
         allow_non_restored = checkpointing_options.SAVEPOINT_IGNORE_UNCLAIMED_STATE.get(self.job_graph.config)
         ops = {op.operator_id: (op, jv) for jv in self.job_graph.vertices for op in jv.operators}
-        with_state = set(sp.operator_files) | {op for op, c in sp.committables.items() if c}
+        with_state = set(sp.operator_files) | {op for op, c in sp.committables.items() if c} | set(sp.coordinator_states)
         for op_id in sorted(with_state - set(ops)):
             if not allow_non_restored:
                 raise InvalidProgramError(
@@ -315,7 +315,20 @@ class DefaultScheduler:
         self._decide_parallelism()
 
     def _start_coordinators(self) -> None:
-        self.coordinators.start_all(self.job_graph, self._current_parallelism, self._coordinator_failed_job)
+        services = CoordinatorServices(self.host.loop, self._deliver_to_task, self.host.spawn)
+        self.coordinators.start_all(self.job_graph, self._current_parallelism, self._coordinator_failed_job, services)
+
+    async def _deliver_to_task(self, vertex_id: str, subtask: int, attempt: int, node_id: int, payload: bytes) -> bool:
+        """An operator coordinator's event for one attempt (CoordinatorServices.deliver): sent to its
+        TaskManager if that attempt is the subtask's current one and runs; else dropped."""
+        ev = self.eg.vertex(ExecutionVertexID(vertex_id, subtask))
+        ex = ev.current_execution
+        slot = self.placement.get(ev.id)
+        if ex.attempt_number != attempt or ex.state is not ExecutionState.RUNNING or slot is None:
+            return False
+        msg = m.OperatorEventToTask(job_id=self.job_id, execution_attempt_id=ex.attempt_id, node_id=node_id, payload=payload)
+        ack: m.Ack = await self.host.task_executor(slot.tm_id).send_operator_event_to_task(msg, timeout=10)
+        return ack.ok
 
     def _current_parallelism(self, vertex_id: str) -> int:
         return self.eg.job_vertex(vertex_id).parallelism
@@ -671,7 +684,7 @@ class DefaultScheduler:
         restarted: dict[str, set[int]] = {}
         for v in vertices:
             restarted.setdefault(v.job_vertex_id, set()).add(v.subtask_index)
-        await self.coordinators.reset_to_checkpoint(restarted, self._restored_checkpoint, self._run_io)
+        await self.coordinators.reset_to_checkpoint(restarted, self._restored_checkpoint, self._run_io, self._current_parallelism)
 
     def _fenced(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` (a commit) if this JobManager still leads; asked on the I/O thread, right before it."""
@@ -1177,6 +1190,12 @@ class _CheckpointHost:
         for t in finished:
             subtasks_of.setdefault(t.vertex_id, set()).add(t.subtask_index)
         return self.s.coordinators.final_committables(subtasks_of)
+
+    async def snapshot_coordinators(self, checkpoint_id: int) -> dict[str, bytes]:
+        return await self.s.coordinators.checkpoint_all(checkpoint_id)
+
+    def tasks_triggered(self, checkpoint_id: int) -> None:
+        self.s.coordinators.triggered()
 
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
         ack: m.Ack = await self.s.host.task_executor(task.tm_id).trigger_checkpoint(msg, timeout=10)

@@ -44,6 +44,16 @@ class CancelTask(Message):
     execution_attempt_id: str
 
 
+class OperatorEventToTask(Message):
+    """JobMaster -> one task attempt: an event from an operator coordinator to its operator
+    (Flink: TaskExecutorGateway.sendOperatorEventToTask), e.g. a split assignment."""
+
+    job_id: str
+    execution_attempt_id: str
+    node_id: int
+    payload: bytes  # cloudpickle of the event object
+
+
 class TaskMetricsSnapshot(Message):
     records_in: int = 0
     records_out: int = 0

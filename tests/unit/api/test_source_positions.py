@@ -9,14 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
 
 from pipelines.jobs import live_activity, windowed_sum
 from runtime.api.connectors.base import SPLITS_STATE, RateLimiter, RateLimiterStrategy, Source
 from runtime.api.connectors.collection import CollectionSource
-from runtime.api.connectors.delta_source import DeltaSource
 from runtime.api.connectors.generator import DataGeneratorSource, NumberSequenceSource, refine_split, split_indices
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.operators.base import InputStatus, SourceOperator
@@ -368,47 +365,6 @@ def test_collection_source_columnar_restore_and_no_splits() -> None:
     assert s.op.emit_next() is InputStatus.END_OF_INPUT and s.out.watermarks == [MAX_TIMESTAMP]
     with pytest.raises(InvalidProgramError, match="not a split"):
         Subtask(src, 0, 1, restored=[(0, 999)])
-
-
-# -- Delta ---------------------------------------------------------------------------------------
-
-
-def _delta_table(path: Path, files: int, rows: int) -> None:
-    for k in range(files):
-        ids_ = list(range(k * rows, (k + 1) * rows))
-        write_deltalake(str(path), pa.table({"id": pa.array(ids_, pa.int64()), "name": [f"n{i}" for i in ids_]}), mode="append")
-
-
-def _ids(values: list[Any]) -> list[int]:
-    return [r.id for r in values]
-
-
-@pytest.mark.parametrize("parallelism,k", [(1, 0), (1, 3), (2, 1), (2, 5), (3, 2)])
-def test_delta_source_restores_mid_file(tmp_path: Path, parallelism: int, k: int) -> None:
-    _delta_table(tmp_path / "t", 4, 25)
-    src = DeltaSource.for_path(str(tmp_path / "t"), batch_size=10)
-    assert interrupted(src, parallelism, k) == uninterrupted(src, parallelism)
-
-
-def test_delta_source_position_is_file_and_rows_done_and_rescales(tmp_path: Path) -> None:
-    _delta_table(tmp_path / "t", 5, 30)
-    src = DeltaSource.for_path(str(tmp_path / "t"), batch_size=8)
-    s = Subtask(src, 0, 1)
-    s.step(5)  # file 1: 8+8+8+6 rows, then 8 of the next file
-    splits = s.snapshot()
-    uris = [f.uri for f in src.snapshot.files]
-    assert splits == [(uris[1], 8)] + [(u, 0) for u in uris[2:]]
-    for old_p, new_p, before in ((2, 3, [3, 2]), (3, 1, [1, 4, 0]), (1, 4, [6])):
-        emitted, after = rescaled(src, old_p, new_p, before)
-        assert_exactly_once(_ids(emitted) + [i for o in after for i in _ids(o)], list(range(150)))
-
-
-def test_delta_source_rejects_a_file_outside_its_pinned_version(tmp_path: Path) -> None:
-    _delta_table(tmp_path / "t", 2, 5)
-    src = DeltaSource.for_path(str(tmp_path / "t"))
-    with pytest.raises(InvalidProgramError, match="not in version 1"):
-        Subtask(src, 0, 1, restored=[("file:///elsewhere/part-0.parquet", 2)])
-    assert Subtask(src, 0, 1, restored=[]).run().values() == []
 
 
 # -- the rate source of live_activity --------------------------------------------------------------

@@ -96,6 +96,12 @@ class TestingCheckpointHost:
     def final_committables(self, finished: list[CheckpointTask]) -> dict[str, dict[int, bytes]]:
         return self.final(finished)
 
+    async def snapshot_coordinators(self, checkpoint_id: int) -> dict[str, bytes]:
+        return {}
+
+    def tasks_triggered(self, checkpoint_id: int) -> None:
+        pass
+
     async def send_trigger(self, task: CheckpointTask, msg: m.TriggerCheckpoint) -> None:
         self.triggered.append((task.attempt_id, msg.checkpoint_id))
 
