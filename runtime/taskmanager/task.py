@@ -622,8 +622,9 @@ class Task:
     def deliver_operator_event(self, node_id: int, event: Any) -> bool:
         """Any thread: an operator coordinator's event for operator `node_id` (a split assignment),
         handed to the operator on the task thread between inputs, in the order delivered. False: the
-        task is not running (the coordinator learns of its end through the scheduler)."""
-        if self.machine.state is not ExecutionState.RUNNING or self._canceled.is_set():
+        task is not running (the coordinator learns of its end through the scheduler). A reader
+        registers while its chain opens (INITIALIZING): its first splits may come before RUNNING."""
+        if self.machine.state not in (ExecutionState.INITIALIZING, ExecutionState.RUNNING) or self._canceled.is_set():
             return False
         self._control.append(lambda: self._handle_operator_event(node_id, event))
         return True

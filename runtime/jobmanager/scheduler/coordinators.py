@@ -38,7 +38,6 @@ class CoordinatorServices:
 
     loop: asyncio.AbstractEventLoop
     deliver: DeliverEvent
-    spawn: Callable[[Awaitable[Any]], Any]
 
 
 class EventValve:
@@ -48,16 +47,19 @@ class EventValve:
         self.services, self.vertex_id, self.node_id = services, vertex_id, node_id
         self.closed = False
         self._held: list[tuple[int, int, bytes]] = []
-        self._last: dict[int, asyncio.Future[Any]] = {}  # subtask -> its newest send (the next waits for it)
+        # (subtask, attempt) -> its newest send (the next waits for it; a new attempt never waits behind a dead one's)
+        self._last: dict[tuple[int, int], asyncio.Future[Any]] = {}
 
     def send(self, subtask: int, attempt: int, payload: bytes) -> None:
         if self.closed:
+            log.debug("event for %s[%d] attempt %d held", self.vertex_id, subtask, attempt)
             self._held.append((subtask, attempt, payload))
         else:
             self._dispatch(subtask, attempt, payload)
 
     def _dispatch(self, subtask: int, attempt: int, payload: bytes) -> None:
-        before = self._last.get(subtask)
+        key = (subtask, attempt)
+        before = self._last.get(key)
 
         async def send() -> None:
             if before is not None:
@@ -68,7 +70,9 @@ class EventValve:
             except Exception as e:  # noqa: BLE001 - the attempt is gone; the coordinator hears of it from the scheduler
                 log.debug("event for %s[%d] attempt %d not delivered: %s", self.vertex_id, subtask, attempt, e)
 
-        self._last[subtask] = asyncio.ensure_future(send(), loop=self.services.loop)
+        future = asyncio.ensure_future(send(), loop=self.services.loop)
+        self._last[key] = future
+        future.add_done_callback(lambda f: self._last.pop(key, None) if self._last.get(key) is f else None)
 
     def close(self) -> None:
         self.closed = True

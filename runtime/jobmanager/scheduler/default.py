@@ -315,7 +315,7 @@ class DefaultScheduler:
         self._decide_parallelism()
 
     def _start_coordinators(self) -> None:
-        services = CoordinatorServices(self.host.loop, self._deliver_to_task, self.host.spawn)
+        services = CoordinatorServices(self.host.loop, self._deliver_to_task)
         self.coordinators.start_all(self.job_graph, self._current_parallelism, self._coordinator_failed_job, services)
 
     async def _deliver_to_task(self, vertex_id: str, subtask: int, attempt: int, node_id: int, payload: bytes) -> bool:
@@ -324,7 +324,8 @@ class DefaultScheduler:
         ev = self.eg.vertex(ExecutionVertexID(vertex_id, subtask))
         ex = ev.current_execution
         slot = self.placement.get(ev.id)
-        if ex.attempt_number != attempt or ex.state is not ExecutionState.RUNNING or slot is None:
+        # INITIALIZING too: a reader registers while its chain opens, before the task reports RUNNING
+        if ex.attempt_number != attempt or ex.state not in _EVENT_STATES or slot is None:
             return False
         msg = m.OperatorEventToTask(job_id=self.job_id, execution_attempt_id=ex.attempt_id, node_id=node_id, payload=payload)
         ack: m.Ack = await self.host.task_executor(slot.tm_id).send_operator_event_to_task(msg, timeout=10)
@@ -1039,10 +1040,15 @@ class DefaultScheduler:
         return m.Ack()
 
     def deliver_operator_event(self, node_id: int, subtask: int, attempt: int, event: Any) -> m.Ack:
-        coord = self.coordinators.get(node_id)
-        if coord is None:
+        holder = self.coordinators.holders.get(node_id)
+        if holder is None:
             return m.Ack(ok=False, message=f"no coordinator for operator {node_id}")
-        coord.handle_event_from_operator(subtask, attempt, event)
+        ev = self.eg.vertex(ExecutionVertexID(holder.vertex.id, subtask))
+        if attempt not in {ex.attempt_number for ex in ev.current_executions()}:
+            # a late event of an attempt that was replaced (a restart): the coordinator must not take
+            # it for the new attempt's (a reader registration would route its splits to the dead one)
+            return m.Ack(ok=False, message=f"attempt {attempt} of subtask {subtask} is no longer current")
+        holder.coordinator.handle_event_from_operator(subtask, attempt, event)
         return m.Ack()
 
     def deliver_coordination_request(self, node_id: int, request: Any) -> Any:
@@ -1151,6 +1157,9 @@ class DefaultScheduler:
             path=self.checkpoint_config.table_uri,
             statistics_json=self.checkpoints.stats.snapshot().model_dump_json(),
         )
+
+
+_EVENT_STATES = (ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING)
 
 
 class _CheckpointHost:

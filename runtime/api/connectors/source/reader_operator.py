@@ -8,8 +8,13 @@ state `"splits"`; a restore at another parallelism deals them out again.
 Event time is per split (Flink: split-local watermarks): the watermark strategy's timestamp
 assigner runs on each batch, each split keeps its largest timestamp, and the operator's watermark
 is the smallest over the splits it holds, less the out-of-orderness bound; a finished split no
-longer holds it back. A reader with no split is idle (it holds back no downstream watermark)
-until it gets one.
+longer holds it back, and with no split held the finished ones' largest timestamp counts.
+
+A reader without splits is not idle by itself: it holds the downstream watermark at its own until
+it gets newer data. Were it idle, a split handed to it later (older than what another reader
+already read) would be late downstream, and an enumerator that hands out splits in order (the
+continuous Delta source: by version) could not promise on-time data. `with_idleness(t)` in the
+strategy makes a reader that emitted nothing for t idle, accepting that (Flink's semantics).
 """
 from __future__ import annotations
 
@@ -105,10 +110,13 @@ class SourceReaderOperator(SourceOperator):
         self.reader: SourceReader[Any] | None = None
         self._restored: list[Any] | None = None
         self._split_max: dict[str, int] = {}  # split id -> its largest timestamp (MIN_TIMESTAMP: none yet)
+        self._released_max = MIN_TIMESTAMP  # the largest timestamp of the finished splits
         self._emitted = MIN_TIMESTAMP
         self._idle = False
         self._interval_ms = 0
         self._delay_ms = 0
+        self._idleness_ms = 0
+        self._last_record_ms = 0
 
     # --- lifecycle --------------------------------------------------------------------------------
     def setup(self, ctx: OperatorContext) -> None:
@@ -129,6 +137,8 @@ class SourceReaderOperator(SourceOperator):
                 raise InvalidProgramError(str(e)) from None
             if self._interval_ms > 0:
                 self._schedule_watermark()
+        self._idleness_ms = int(getattr(self.strategy, "idleness_ms", 0) or 0)
+        self._last_record_ms = self._now_ms()
         self.reader = self.source.create_reader(_ReaderContext(self))
         if self._restored:
             self._add_splits(self._restored)
@@ -162,22 +172,28 @@ class SourceReaderOperator(SourceOperator):
         for split in splits:
             self._split_max.setdefault(split_id_of(split), MIN_TIMESTAMP)
         self.reader.add_splits(list(splits))
-        if self._idle and self._split_max:
-            self._set_idle(False)
 
     # --- data ---------------------------------------------------------------------------------------
     def emit_next(self) -> InputStatus:
         assert self.reader is not None
         status = self.reader.poll_next(self)
-        if status is InputStatus.NOTHING_AVAILABLE and not self._split_max and not self._idle:
-            self._set_idle(True)
+        if status is InputStatus.NOTHING_AVAILABLE and self._idleness_ms and not self._idle:
+            if self._now_ms() - self._last_record_ms >= self._idleness_ms:
+                self._emit_progress()  # what was read allows, before going quiet
+                self._set_idle(True)
         return status
+
+    def _now_ms(self) -> int:
+        assert self.ctx is not None
+        return int(self.ctx.processing_time_service.current_processing_time())
 
     def collect(self, batch: RecordBatch, split_id: str | None = None) -> None:
         """ReaderOutput.collect: timestamps from the strategy's assigner, then on."""
         assert self.output is not None
         if len(batch) == 0:
             return
+        if self._idleness_ms:
+            self._last_record_ms = self._now_ms()
         if self._idle:
             self._set_idle(False)
         strategy = self.strategy
@@ -199,7 +215,8 @@ class SourceReaderOperator(SourceOperator):
 
     def release_split(self, split_id: str) -> None:
         """ReaderOutput.release_split: the finished split no longer holds back the watermark."""
-        self._split_max.pop(split_id, None)
+        done = self._split_max.pop(split_id, MIN_TIMESTAMP)
+        self._released_max = max(self._released_max, done)
         if self._interval_ms == 0 and self.strategy is not None and self.strategy.generates_watermarks:
             self._emit_progress()
 
@@ -212,15 +229,16 @@ class SourceReaderOperator(SourceOperator):
     def _on_periodic(self, _ts: int) -> None:
         if self._emitted == MAX_TIMESTAMP:
             return
-        self._emit_progress()
+        if not self._idle:  # an idle reader flushed its progress when it went idle
+            self._emit_progress()
         self._schedule_watermark()
 
     def _emit_progress(self) -> None:
-        if not self._split_max:
-            return  # no split: nothing to say (idle, or every split finished)
-        low = min(self._split_max.values())
+        # the splits held hold it back (one without records yet: entirely); with none held, the
+        # finished ones' largest timestamp is the progress
+        low = min(self._split_max.values()) if self._split_max else self._released_max
         if low == MIN_TIMESTAMP:
-            return  # a split without records yet holds it back
+            return
         wm = low - self._delay_ms - 1
         if wm > self._emitted:
             self._emitted = wm
