@@ -1,28 +1,26 @@
-"""FileSource for record stream formats (Flink: FileSource.forRecordStreamFormat, TextLineInputFormat).
+"""FileSource for record stream formats (Flink: FileSource.forRecordStreamFormat, TextLineInputFormat), on FLIP-27.
 
-A split is one file with the byte offset of its next line: `(path, offset)`. File i of the sorted
-listing belongs to subtask hash(path) % parallelism (no enumerator: every subtask lists the paths
-itself and takes its share), so a split's owner never changes while the parallelism stays; on
-restore at another parallelism the runtime deals the checkpointed splits out again. Bounded: the
-files present when a subtask starts. `monitor_continuously(interval)`: unbounded, the paths are
-listed again every interval and new files (by path) are read; the paths already taken are state
-too (Flink: the enumerator's already-processed paths), kept as splits at offset -1.
-Hidden files (names starting with '.' or '_', e.g. a sink's in-progress files) are skipped.
+A split is one file with the byte offset of its next line (`FileSplit`). The enumerator (on the
+JobMaster) lists the paths when the job starts and hands a file to each reader that asks; bounded,
+that is the whole input. `monitor_continuously(interval)`: unbounded, the enumerator lists the
+paths again every interval and new files (by path) go out as they are found; the paths already
+found are its state (Flink's ContinuousFileSplitEnumerator: alreadyDiscoveredPaths). A reader's
+state is its unfinished files with their offsets. Hidden files (names starting with '.' or '_',
+e.g. a sink's in-progress files) are skipped.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
-import time
-import zlib
+from dataclasses import dataclass
 from typing import Any
 
-from runtime.api.connectors.base import Source, SplitSourceOperator
-from runtime.api.operators.base import InputStatus
+from runtime.api.connectors.base import Source
+from runtime.api.connectors.source.api import Boundedness, SourceReaderBase, SourceReaderContext, SplitEnumerator, SplitEnumeratorContext
 from runtime.core.errors import InvalidProgramError
-from runtime.core.records import MAX_TIMESTAMP, ObjectBatch, Watermark
+from runtime.core.records import ObjectBatch
 
 DEFAULT_LINES_PER_BATCH = 4096
-_DONE = -1  # a file read to its end (kept so that monitoring does not read it again)
 
 
 def list_files(paths: list[str]) -> list[str]:
@@ -40,10 +38,6 @@ def list_files(paths: list[str]) -> list[str]:
     return sorted(set(out))
 
 
-def owner_of(path: str, parallelism: int) -> int:
-    return zlib.crc32(path.encode()) % parallelism  # stable across processes (unlike hash())
-
-
 class StreamFormat:
     """Flink's StreamFormat; `text_line_format()` reads UTF-8 lines without their line breaks."""
 
@@ -58,85 +52,109 @@ class StreamFormat:
         return line.rstrip(b"\r\n").decode(self.charset)
 
 
-class FileSourceOperator(SplitSourceOperator):
-    def __init__(self, paths: list[str], fmt: StreamFormat, monitor_interval_s: float | None, lines_per_batch: int) -> None:
-        super().__init__()
-        self.paths = paths
-        self.fmt = fmt
-        self.monitor_interval_s = monitor_interval_s
-        self.lines_per_batch = lines_per_batch
-        self._queue: list[list[Any]] = []  # [path, offset] to read, in path order
-        self._done: set[str] = set()
+@dataclass(frozen=True)
+class FileSplit:
+    """A file and the byte offset of its next line."""
+
+    path: str
+    offset: int = 0
+
+    @property
+    def split_id(self) -> str:
+        return self.path
+
+
+@dataclass
+class FileEnumeratorState:
+    pending: list[FileSplit]
+    discovered: set[str]  # every path handed out or pending (a continuous source reads a path once)
+
+
+class FileSplitEnumerator(SplitEnumerator[FileSplit, FileEnumeratorState]):
+    """Static (bounded) or continuous (monitor_continuously): files in path order, one per request."""
+
+    def __init__(self, context: SplitEnumeratorContext[FileSplit], source: FileSource, state: FileEnumeratorState | None) -> None:
+        self.context, self.source = context, source
+        if state is None:
+            files = list_files(source.paths)
+            state = FileEnumeratorState([FileSplit(f) for f in files], set(files))
+        self.pending = sorted(state.pending, key=lambda s: s.path)
+        self.discovered = set(state.discovered)
+        self.awaiting: list[int] = []
+
+    def start(self) -> None:
+        if self.source.monitor_interval_s is not None:
+            s = self.source.monitor_interval_s
+            self.context.call_async(lambda: list_files(self.source.paths), self._on_listed, s, s)
+
+    def _on_listed(self, files: list[str] | None, error: BaseException | None) -> None:
+        if error is not None:
+            raise error
+        new = [f for f in files or [] if f not in self.discovered]
+        self.discovered.update(new)
+        self.pending = sorted(self.pending + [FileSplit(f) for f in new], key=lambda s: s.path)
+        readers = self.context.registered_readers()
+        while self.pending and self.awaiting:
+            subtask = self.awaiting.pop(0)
+            if subtask in readers:
+                self.context.assign_split(self.pending.pop(0), subtask)
+
+    def handle_split_request(self, subtask: int, requester_hostname: str | None) -> None:
+        if subtask not in self.context.registered_readers():
+            return
+        if self.pending:
+            self.context.assign_split(self.pending.pop(0), subtask)
+        elif self.source.monitor_interval_s is None:
+            self.context.signal_no_more_splits(subtask)
+        elif subtask not in self.awaiting:
+            self.awaiting.append(subtask)
+
+    def add_splits_back(self, splits: list[FileSplit], subtask: int) -> None:
+        self.pending = sorted(self.pending + list(splits), key=lambda s: s.path)
+        self._on_listed([], None)  # hand them to readers waiting
+
+    def add_reader(self, subtask: int) -> None:
+        pass
+
+    def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
+        return FileEnumeratorState(list(self.pending), set(self.discovered))
+
+
+class FileSourceReader(SourceReaderBase[FileSplit]):
+    def __init__(self, context: SourceReaderContext, source: FileSource) -> None:
+        super().__init__(context)
+        self.source = source
         self._file: Any = None
-        self._next_listing = 0.0
 
-    def _mine(self, files: list[str]) -> list[str]:
-        assert self.ctx is not None
-        return [f for f in files if owner_of(f, self.ctx.parallelism) == self.ctx.subtask_index]
-
-    def initial_splits(self) -> list[tuple[str, int]]:
-        return [(f, 0) for f in self._mine(list_files(self.paths))]
-
-    def add_splits(self, splits: list[Any]) -> None:
+    def add_splits(self, splits: list[FileSplit]) -> None:
         for s in splits:
-            if not (isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)):
+            if not isinstance(s, FileSplit):
                 raise InvalidProgramError(
-                    f"{self.describe()}: restored split {s!r} is not a file split (path, offset); the checkpoint "
-                    "belongs to another source under the same uid"
+                    f"FileSource: restored split {s!r} is not a file split; the checkpoint belongs to another source under the same uid"
                 )
-            if s[1] == _DONE:
-                self._done.add(s[0])
-            elif s[0] not in self._done and all(q[0] != s[0] for q in self._queue):
-                self._queue.append([s[0], s[1]])
-        self._queue.sort()
+        super().add_splits(splits)
 
-    def snapshot_splits(self) -> list[tuple[str, int]]:
-        return [(p, o) for p, o in self._queue] + [(p, _DONE) for p in sorted(self._done)]
-
-    def _discover(self) -> None:
-        known = self._done | {q[0] for q in self._queue}
-        new = [f for f in self._mine(list_files(self.paths)) if f not in known]
-        if new:
-            self._queue.extend([f, 0] for f in new)
-            self._queue.sort()
-
-    def emit_next(self) -> InputStatus:
-        assert self.output is not None
-        if not self._queue:
-            if self.monitor_interval_s is None:
-                self.output.emit_watermark(Watermark(MAX_TIMESTAMP))
-                return InputStatus.END_OF_INPUT
-            now = time.monotonic()
-            if now < self._next_listing:
-                return InputStatus.NOTHING_AVAILABLE
-            self._next_listing = now + self.monitor_interval_s
-            self._discover()
-            if not self._queue:
-                return InputStatus.NOTHING_AVAILABLE
-        split = self._queue[0]
-        path, offset = split
-        if self._file is None or self._file.name != path:
+    def read_next(self, split: FileSplit) -> tuple[ObjectBatch, FileSplit] | None:
+        if self._file is None or self._file.name != split.path:
             self._close_file()
             try:
-                self._file = open(path, "rb")
+                self._file = open(split.path, "rb")  # kept open across polls, closed when the split ends
             except FileNotFoundError:
-                raise InvalidProgramError(f"{self.describe()}: file {path} is gone (it was listed to be read)") from None
-            self._file.seek(offset)
+                raise InvalidProgramError(f"FileSource: file {split.path} is gone (it was listed to be read)") from None
+            self._file.seek(split.offset)
+        f, fmt = self._file, self.source.fmt
         lines: list[str] = []
-        f = self._file
-        for _ in range(self.lines_per_batch):
+        for _ in range(self.source.lines_per_batch):
             raw = f.readline()
             if not raw:
                 break
-            lines.append(self.fmt.decode(raw))
-        split[1] = f.tell()
-        if len(lines) < self.lines_per_batch:  # end of this file
-            self._close_file()
-            self._queue.pop(0)
-            self._done.add(path)
-        if lines:
-            self.output.emit(ObjectBatch(lines))
-        return InputStatus.MORE_AVAILABLE
+            lines.append(fmt.decode(raw))
+        if not lines:
+            return None
+        return ObjectBatch(lines), dataclasses.replace(split, offset=f.tell())
+
+    def finish_split(self, split: FileSplit) -> None:
+        self._close_file()
 
     def _close_file(self) -> None:
         if self._file is not None:
@@ -145,7 +163,6 @@ class FileSourceOperator(SplitSourceOperator):
 
     def close(self) -> None:
         self._close_file()
-        super().close()
 
 
 class FileSource(Source):
@@ -158,11 +175,21 @@ class FileSource(Source):
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         return FileSourceBuilder(stream_format, list(paths))
 
-    def create_operator(self) -> FileSourceOperator:
-        return FileSourceOperator(self.paths, self.fmt, self.monitor_interval_s, self.lines_per_batch)
+    def get_boundedness(self) -> Boundedness:
+        return Boundedness.BOUNDED if self.monitor_interval_s is None else Boundedness.CONTINUOUS_UNBOUNDED
 
-    def is_bounded(self) -> bool:
-        return self.monitor_interval_s is None
+    def create_enumerator(self, context: SplitEnumeratorContext[FileSplit]) -> FileSplitEnumerator:
+        return FileSplitEnumerator(context, self, None)
+
+    def restore_enumerator(self, context: SplitEnumeratorContext[FileSplit], checkpoint: Any) -> FileSplitEnumerator:
+        if not isinstance(checkpoint, FileEnumeratorState):
+            raise InvalidProgramError(
+                f"FileSource: the checkpoint's enumerator state is a {type(checkpoint).__name__}; it belongs to another source under the same uid"
+            )
+        return FileSplitEnumerator(context, self, checkpoint)
+
+    def create_reader(self, context: SourceReaderContext) -> FileSourceReader:
+        return FileSourceReader(context, self)
 
     def get_type_info(self) -> Any:
         from runtime.api.common import Types
