@@ -237,6 +237,28 @@ def read_commit(table_uri: str, version: int, partition_columns: Sequence[str] =
     return DeltaCommit(version, timestamp, operation, tuple(added), tuple(removed), schema)
 
 
+def log_moved_past(table_uri: str, version: int, storage_options: dict[str, str] | None = None) -> int | None:
+    """Commit `version` was not found: a newer version the log holds (so `version` is gone from it:
+    log clean-up), or None when the table simply has not reached `version` yet. Looks at two small
+    files (the next commit, `_last_checkpoint`), never at the whole table state."""
+    import json
+
+    import pyarrow.fs as pafs
+
+    fs, root = _log_fs(table_uri)
+    if read_commit(table_uri, version, (), storage_options) is not None:
+        return None  # it landed meanwhile
+    nxt = f"{root}/_delta_log/{version + 1:020d}.json"
+    if fs.get_file_info(nxt).type == pafs.FileType.File:
+        return version + 1
+    try:
+        with fs.open_input_stream(f"{root}/_delta_log/_last_checkpoint") as f:
+            checkpoint = int(json.loads(f.read().decode())["version"])
+    except (FileNotFoundError, OSError, KeyError, ValueError):
+        return None
+    return checkpoint if checkpoint >= version else None
+
+
 def first_version_at_or_after(table_uri: str, timestamp_ms: int, storage_options: dict[str, str] | None = None) -> int:
     """The first version committed at or after `timestamp_ms` (the next version if none is yet)."""
     dt = _open(table_uri, None, storage_options)

@@ -44,9 +44,9 @@ from runtime.storage.delta_read import (
     DeltaSnapshot,
     first_version_at_or_after,
     iter_file_batches,
+    log_moved_past,
     read_commit,
     snapshot,
-    table_version,
 )
 
 log = logging.getLogger(__name__)
@@ -176,10 +176,11 @@ class DeltaSplitEnumerator(SplitEnumerator[DeltaSplit, DeltaEnumeratorState]):
             commits.append(commit)
             version += 1
         if not commits:
-            newest = table_version(s.path, s.storage_options)
-            if newest is not None and newest >= first:
+            # commit `first` is not there: not yet (the usual case), or cleaned up from the log
+            newer = log_moved_past(s.path, first, s.storage_options)
+            if newer is not None:
                 raise DeltaTableChangeError(
-                    f"DeltaSource({s.path}): commit {first} is no longer in the table's log (the table is at version {newest}); "
+                    f"DeltaSource({s.path}): commit {first} is no longer in the table's log (version {newer} is); "
                     "its log was cleaned up before this job read it. Restart the job from a newer starting version"
                 )
         return first, commits

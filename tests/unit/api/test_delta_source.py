@@ -276,3 +276,16 @@ def test_a_failed_reader_gets_back_only_what_it_got_after_the_checkpoint(tmp_pat
     h.fail(0, cp.reader_splits[0])  # restarts from the checkpoint: re-reads what it read since
     h.run_until_idle()
     assert _ids(h) == list(range(30))  # the new attempt's output: every row once, none twice
+
+
+def test_a_commit_cleaned_from_the_log_fails_naming_it_and_one_not_yet_written_is_waited_for(tmp_path):
+    path = tmp_path / "t"
+    _write_in_files(path, 3, 2)  # versions 0..2
+    h = SourceHarness(DeltaSource.for_table(str(path)).continuous(50).starting_version(1).build(), 1)
+    latest = SourceHarness(DeltaSource.for_table(str(path)).continuous(50).starting_from_latest().build(), 1)
+    latest.discover()  # version 3 is not written yet: nothing to read, no error
+    latest.run_until_idle()
+    assert _ids(latest) == []
+    (path / "_delta_log" / f"{1:020d}.json").unlink()  # log clean-up outran the job
+    with pytest.raises(DeltaTableChangeError, match=r"commit 1 is no longer in the table's log \(version 2 is\)"):
+        h.discover()
