@@ -24,7 +24,7 @@ from runtime.api.connectors.source import (
 from runtime.api.connectors.source.api import SPLITS_STATE
 from runtime.core.checkpoint import StateInitializationContext
 from runtime.core.operators import FixedCoordinatorContext, InputStatus
-from runtime.core.records import MAX_TIMESTAMP, ObjectBatch, RecordBatch, Watermark
+from runtime.core.records import MAX_TIMESTAMP, ObjectBatch, RecordBatch, Watermark, WatermarkStatus
 from runtime.jobmanager.scheduler.coordinators import CoordinatorServices, EventValve
 from tests.harness import CollectingOutput, FakeEventGateway, FakeProcessingTimeService, make_context
 
@@ -200,12 +200,23 @@ def test_the_valve_holds_events_while_closed_and_keeps_each_attempts_order() -> 
 # --- the reader operator ----------------------------------------------------------------------------------
 
 
-ReaderUnderTest = tuple[SourceReaderOperator, CollectingOutput, FakeEventGateway, FakeProcessingTimeService]
+class StatusOutput(CollectingOutput):
+    """Also keeps the watermark statuses (True: idle)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[bool] = []
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        self.statuses.append(status.idle)
+
+
+ReaderUnderTest = tuple[SourceReaderOperator, StatusOutput, FakeEventGateway, FakeProcessingTimeService]
 
 
 def _reader_operator(strategy: WatermarkStrategy | None, restored: list[Split] | None = None) -> ReaderUnderTest:
     op = SourceReaderOperator(ListSource([]), strategy)
-    out, gateway, pts = CollectingOutput(), FakeEventGateway(), FakeProcessingTimeService()
+    out, gateway, pts = StatusOutput(), FakeEventGateway(), FakeProcessingTimeService()
     op.setup(make_context(out, pts, gateway=gateway, config={"pipeline.auto-watermark-interval": "0"}))
     op.initialize_state(StateInitializationContext(restored_checkpoint_id=3, operator_lists={SPLITS_STATE: restored}) if restored is not None
                         else StateInitializationContext())
@@ -248,18 +259,15 @@ def test_reader_state_is_its_unfinished_splits_and_a_restore_goes_on_from_them()
 def test_idleness_only_with_with_idleness_and_a_watermark_makes_the_output_active_again() -> None:
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, ts: v).with_idleness(100)
     op, out, _, pts = _reader_operator(strategy)
-    statuses: list[bool] = []
-    out.emit_watermark_status = lambda s: statuses.append(s.idle)  # type: ignore[method-assign]
     op.emit_next()
-    assert statuses == []  # not idle before the idle timeout
+    assert out.statuses == []  # not idle before the idle timeout
     pts.now = 150
     op.emit_next()
-    assert statuses == [True]
+    assert out.statuses == [True]
     assert op.output is not None
     op.output.emit_watermark(Watermark(MAX_TIMESTAMP))  # the task's final (or drained) watermark
-    assert statuses == [True, False] and out.watermarks[-1] == MAX_TIMESTAMP
+    assert out.statuses == [True, False] and out.watermarks[-1] == MAX_TIMESTAMP
     plain, plain_out, _, plain_pts = _reader_operator(WatermarkStrategy.for_monotonous_timestamps())
-    plain_out.emit_watermark_status = lambda s: statuses.append(s.idle)  # type: ignore[method-assign]
     plain_pts.now = 10_000
     assert plain.emit_next() is InputStatus.NOTHING_AVAILABLE
-    assert statuses == [True, False]  # without with_idleness a reader with no split never goes idle
+    assert plain_out.statuses == []  # without with_idleness a reader with no split never goes idle
