@@ -1,24 +1,24 @@
-"""DeltaSink: parallel Parquet writers + one Delta commit per checkpoint on the JobMaster (Flink's
-two-phase-commit Sink V2 with a global committer).
+"""DeltaSink: parallel Parquet writers + one Delta commit per checkpoint on the JobMaster, on Sink V2
+(`runtime/api/connectors/sink`: the generic wrapper carries committables through checkpoints, the
+tails, FLIP-147's final committables, winner-only commits of speculative attempts and the
+clean-up calls; this module keeps what is Delta's).
 
-Writer (one per subtask): writes Parquet files of its batches directly into the table directory
-under names that carry the sink, subtask and attempt, rolls a file at `target_file_size` bytes.
-Files not in the Delta log are invisible to readers, so nothing is visible before a commit.
-- At a checkpoint (`snapshot_state`) it rolls its open files and hands them over as committables:
-  they travel with the checkpoint's acknowledgement and are part of the completed checkpoint.
-- At end of input it reports the files written since the last checkpoint (the tail) as an event.
+`DeltaWriter` (one per subtask): writes Parquet files of its batches directly into the table
+directory under names that carry the sink, subtask and attempt, rolls a file at
+`target_file_size` bytes. Files not in the Delta log are invisible to readers, so nothing is
+visible before a commit. `prepare_commit` rolls its open files and hands them over as a
+committable (files, schema, origin app id, replace_where scope).
 
-Coordinator (on the JobMaster):
-- `notify_checkpoint_complete(n, committables)`: ONE Delta transaction with every subtask's files,
-  tagged (app id, version n), so a replayed commit adds nothing. Rows become visible per checkpoint.
-- `reset_to_checkpoint(n, committables, subtasks)`: committables of the restored checkpoint that
-  never got committed are committed now; files of the restarted subtasks that no commit and no
-  checkpoint references are deleted.
-- `final_committables(subtasks)`: the tails of subtasks that finished while the job goes on
-  (FLIP-147): a checkpoint that records them finished holds these as their committables, so it
-  commits them, and a restore from it (which runs those subtasks no more) commits them too.
-- `on_job_finished()`: the tail, exactly once (version = last checkpoint + 1, or `app_version`
-  for a job that never checkpointed). `mode="overwrite"` applies to the job's first commit only.
+`DeltaCommitter` (on the JobMaster):
+- `commit(n, ...)`: ONE Delta transaction with every subtask's files, tagged (app id, version n),
+  so a replayed commit adds nothing, and no file the table references is added again. Rows become
+  visible per checkpoint.
+- `restore(n, ...)`: committables of the restored checkpoint that never got committed are
+  committed now, by the restore rules (`restore` below: another job's committed output is not
+  added again; an overwrite or replace_where applies once per output lineage); `clean_up` deletes
+  the restarted subtasks' files that no commit references.
+- `commit_end`: the tail, exactly once (version = last checkpoint + 1, or `app_version` for a job
+  that never checkpointed). `mode="overwrite"` applies to the job's first commit only.
 - A job that did not finish: files no commit references are deleted by `close()`.
 - One table, one writing job: `start()` takes the table's lease (`runtime/storage/table_lease.py`)
   and fails the job when another running job's sink holds it; the lease is renewed while the job
@@ -31,16 +31,22 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from runtime.api.connectors.base import Sink
-from runtime.api.operators.base import StreamOperator
-from runtime.core.checkpoint import OperatorSnapshot
+from runtime.api.connectors.sink import (
+    Committer,
+    CommitterContext,
+    CommitterCoordinator,
+    SinkWriter,
+    SinkWriterContext,
+    SinkWriterOperator,
+    TwoPhaseCommittingSink,
+)
 from runtime.core.errors import InvalidProgramError, StorageError
-from runtime.core.operators import OperatorCoordinator, OperatorCoordinatorContext
+from runtime.core.operators import OperatorCoordinatorContext
 from runtime.core.records import ColumnBatch, RecordBatch
 from runtime.core.row import Row, named_row_columns
 from runtime.storage.table_lease import DEFAULT_LEASE_TIMEOUT_S, LEASE_DIR, LeaseRegister, TableLease
@@ -213,31 +219,24 @@ def _partition_str(v: Any) -> str | None:
     return str(v)
 
 
-class DeltaSinkWriter(StreamOperator):
-    def __init__(self, sink: DeltaSink) -> None:
-        super().__init__()
+class DeltaWriter(SinkWriter[dict[str, Any]]):
+    """One subtask's Parquet files; a committable is one pre-commit's files with the schema, the
+    origin (app id) and the replace_where scope (a restore's rules read those)."""
+
+    def __init__(self, sink: DeltaSink, context: SinkWriterContext) -> None:
         self.sink = sink
+        self.context = context
         declared = _to_arrow_schema(sink.schema)
         self._schema = _delta_compatible(declared) if declared is not None else None
         self._open: dict[tuple, _OpenFile] = {}
         self._done: list[dict[str, Any]] = []
         self._written: list[str] = []  # absolute paths, for clean-up on failure
-        self._reported = False
-        self._fs: Any = None
-        self._base = ""
         self._token = uuid.uuid4().hex[:16]
-        self._handed_over = 0  # files in self._written[:n] belong to checkpoints: never delete them here
-        # checkpoint id -> files handed to it whose commit this writer has not heard of: an aborted
-        # checkpoint's files go again with the next one and with the tail (Flink's committer does the same)
-        self._pending: dict[int, list[dict[str, Any]]] = {}
-
-    def open(self) -> None:
-        self._fs, self._base = _filesystem(self.sink.path)
+        self._handed_over = 0  # files in self._written[:n] were handed over: never deleted here
+        self._fs, self._base = _filesystem(sink.path)
         self._fs.create_dir(self._base, recursive=True)
 
-    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
-        if len(batch) == 0:
-            return
+    def write(self, batch: RecordBatch) -> None:
         table = batch_to_arrow(batch, self._schema)
         if self._schema is None:
             self._schema = _delta_compatible(table.schema)  # first batch fixes the schema
@@ -269,12 +268,12 @@ class DeltaSinkWriter(StreamOperator):
 
         f = self._open.get(key)
         if f is None:
-            assert self.ctx is not None
             subdir = "/".join(
                 f"{p}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for p, v in partition_values.items()
             )
             # the sink id, subtask and attempt in the name let a restore find the files of a lost attempt
-            name = f"{file_prefix(self.sink)}{self._token}-s{self.ctx.subtask_index}-a{self.ctx.attempt_number}-{len(self._written):05d}.parquet"
+            c = self.context
+            name = f"{file_prefix(self.sink)}{self._token}-s{c.subtask_index}-a{c.attempt_number}-{len(self._written):05d}.parquet"
             rel = f"{subdir}/{name}" if subdir else name
             abs_path = f"{self._base}/{rel}"
             if subdir:
@@ -316,51 +315,19 @@ class DeltaSinkWriter(StreamOperator):
             }
         )
 
-    def _report(self) -> None:
-        if self._reported:
-            return
+    def prepare_commit(self) -> list[dict[str, Any]]:
+        """Pre-commit: roll every open file; the files since the last call become a committable.
+        Also without files: the origin app id tells a restore whose output this state stands for
+        (what it committed is not added again; whether its overwrite / replace_where was applied)."""
         for key in list(self._open):
             self._roll(key)
-        assert self.ctx is not None
-        self.ctx.event_gateway.send_event_to_coordinator(
-            {"type": "delta_files", "files": self._uncommitted() + list(self._done), "schema": self._schema}
-        )
-        self._reported = True
-
-    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        """Pre-commit: roll every open file; the files since the last checkpoint become its committables."""
-        for key in list(self._open):
-            self._roll(key)
-        self._pending[checkpoint_id], self._done = self._done, []
+        files, self._done = self._done, []
         self._handed_over = len(self._written)
-        assert self.ctx is not None
-        # also without files: the origin app id tells a restore whose output this state stands for
-        # (what it committed is not added again; whether its overwrite / replace_where was applied)
-        return OperatorSnapshot(
-            committables=[{
-                "files": self._uncommitted(), "schema": self._schema,
-                "app_id": sink_app_id(self.sink, self.ctx.job_id), "scope": self.sink.replace_where,
-            }]
-        )
+        return [{"files": files, "schema": self._schema, "app_id": sink_app_id(self.sink, self.context.job_id), "scope": self.sink.replace_where}]
 
-    def _uncommitted(self) -> list[dict[str, Any]]:
-        return [f for _, fs in sorted(self._pending.items()) for f in fs]
-
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        for cid in [c for c in self._pending if c <= checkpoint_id]:
-            del self._pending[cid]
-
-    def end_input(self, input_index: int = 0) -> None:
-        self._report()
-
-    def finish(self) -> None:
-        self._report()
-
-    def close(self) -> None:
-        if self._reported:
-            return
-        # failed or canceled before reporting: nobody will commit these files (but files handed to a
-        # checkpoint may be committed from it on restore: the coordinator decides about those)
+    def abort(self) -> None:
+        # failed or canceled before reporting: nobody will commit these files (files handed over may be
+        # committed from a checkpoint on restore: the committer decides about those)
         for f in self._open.values():
             _close_quietly(f.writer[0])  # separately: a failing writer must not leak its stream
             _close_quietly(f.writer[1])
@@ -372,26 +339,17 @@ class DeltaSinkWriter(StreamOperator):
                 log.debug("could not delete uncommitted Delta file %s", p, exc_info=True)
 
 
-class DeltaSinkCoordinator(OperatorCoordinator):
+class DeltaCommitter(Committer[dict[str, Any]]):
     """Commits the sink's files: one Delta transaction per completed checkpoint, and the tail at the end."""
 
-    # test hook (a settable callable, house style): called with the checkpoint id before each checkpoint commit
-    before_commit: Callable[[int], None] | None = None
-
-    def __init__(self, sink: DeltaSink, context: OperatorCoordinatorContext) -> None:
-        super().__init__(context)
+    def __init__(self, sink: DeltaSink, context: CommitterContext) -> None:
         self.sink = sink
-        # subtask -> attempt number -> the tail files it reported; at the end each subtask's newest
-        # attempt counts (a restart's), unless the scheduler discarded it (a speculative attempt that lost)
-        self._files: dict[int, dict[int, list[dict[str, Any]]]] = {}
-        self._discarded: set[tuple[int, int]] = set()  # (subtask, attempt) whose output must not be committed
-        self._superseded: list[dict[str, Any]] = []
+        self.context = context
         declared = _to_arrow_schema(sink.schema)
         self._schema: Any = _delta_compatible(declared) if declared is not None else None
         self._schema_conflicts: list[str] = []
         self._committed = False
         self._keep_files = False  # the commit's outcome is unknown: never delete what it may reference
-        self._last_checkpoint: int | None = None  # newest checkpoint committed or restored
         self._any_commit = False  # overwrite applies to the first commit only
         # paths this sink committed (or, after a restore, that the table references): a writer offers
         # a file again until it hears its checkpoint completed, so a file may arrive twice
@@ -401,6 +359,15 @@ class DeltaSinkCoordinator(OperatorCoordinator):
         self.checkpoint_commits = 0
         self.version: int | None = None
         self._lease: TableLease | None = None
+        self._created_location = False
+
+    @property
+    def job_id(self) -> str:
+        return self.context.job_id
+
+    @property
+    def operator_name(self) -> str:
+        return self.context.operator_name
 
     @property
     def app_id(self) -> str:
@@ -431,50 +398,6 @@ class DeltaSinkCoordinator(OperatorCoordinator):
             lease.release()
         except Exception as e:  # noqa: BLE001 - an unreleased lease expires by itself
             log.warning("Delta sink %s: could not release the table lease (%s); it expires in %.0f s", self.sink.path, e, lease.timeout_s)
-
-    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
-        if not isinstance(event, dict) or event.get("type") != "delta_files":
-            return
-        if (subtask, attempt) in self._discarded:
-            self._superseded.extend(event["files"])  # a late report of an attempt that lost
-            return
-        reports = self._files.setdefault(subtask, {})
-        self._superseded.extend(reports.get(attempt, []))
-        reports[attempt] = list(event["files"])
-        self._note_schema(subtask, event.get("schema"))
-
-    # speculative execution: attempts of one subtask run at once; only the winner's files are committed
-    supports_concurrent_execution_attempts = True
-
-    def execution_attempt_failed(self, subtask: int, attempt: int) -> None:
-        """The scheduler gave up on this attempt (Flink: OperatorCoordinator.executionAttemptFailed),
-        e.g. it lost to a speculative one: its files are never committed."""
-        self._discarded.add((subtask, attempt))
-        self._superseded.extend(self._files.get(subtask, {}).pop(attempt, []))
-
-    def final_committables(self, subtasks: set[int]) -> dict[int, list[Any]]:
-        """FLIP-147: these subtasks finished while the job goes on; their last files (reported before
-        they finished) become their committables in the next checkpoint, which commits them (Flink:
-        the final checkpoint's committables). Marked final: a restore knows they reported."""
-        out: dict[int, list[Any]] = {}
-        for s in subtasks:
-            reports = self._files.get(s)
-            if reports:
-                files = reports[max(reports)]
-                out[s] = [{"files": list(files), "schema": self._schema, "app_id": self.app_id, "scope": self.sink.replace_where, "final": True}]
-        return out
-
-    def _tails(self) -> dict[int, list[dict[str, Any]]]:
-        """Each subtask's files from its newest reporting attempt; older attempts' files are superseded."""
-        out: dict[int, list[dict[str, Any]]] = {}
-        for subtask, reports in self._files.items():
-            if not reports:
-                continue
-            newest = max(reports)
-            for attempt in [a for a in reports if a != newest]:
-                self._superseded.extend(reports.pop(attempt))
-            out[subtask] = reports[newest]
-        return out
 
     def _note_schema(self, subtask: int, schema: Any) -> None:
         if schema is None:
@@ -534,85 +457,81 @@ class DeltaSinkCoordinator(OperatorCoordinator):
                 out.append(f)
         return out
 
-    def _flatten(self, committables: list[Any]) -> list[dict[str, Any]]:
+    def _flatten(self, by_subtask: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         files: list[dict[str, Any]] = []
-        for subtask, per_subtask in enumerate(committables):
-            for c in per_subtask or []:
+        for subtask, per_subtask in enumerate(by_subtask):
+            for c in per_subtask:
                 self._note_schema(subtask, c.get("schema"))
                 files.extend(c["files"])
         return files
 
     # --- checkpoints (two-phase commit) ---------------------------------------------------------
-    def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None:
+    def commit(self, checkpoint_id: int, by_subtask: list[list[dict[str, Any]]]) -> None:
         """Checkpoint n is durable: commit every file it holds in one transaction (version n)."""
-        files = self._not_committed(self._flatten(committables))
+        files = self._not_committed(self._flatten(by_subtask))
         self._check_schemas()
-        hook = type(self).before_commit  # through the class: a plain function, not a bound method
-        if hook is not None:
-            hook(checkpoint_id)
         if files:
             result = self._commit(files, checkpoint_id)
             if result.committed:
                 self.checkpoint_commits += 1
             log.info("Delta sink %s: checkpoint %d %s %d files", self.sink.path, checkpoint_id, "committed" if result.committed else "already had", len(files))
-        self._last_checkpoint = checkpoint_id
 
-    def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any], subtasks: set[int] | None = None) -> None:
-        """Restart of `subtasks` (None: all) from checkpoint n: commit n if it never was; delete their orphans."""
+    def _refresh(self) -> None:
+        """What the table says after a restart: the files it references, whether this job committed."""
         from runtime.storage.delta_commit import committed_version, referenced_files
 
         self._committed_paths |= referenced_files(self.sink.path, self.sink.storage_options)
         if committed_version(self.sink.path, self.app_id, self.sink.storage_options) is not None:
             self._any_commit = True  # this job committed before: its overwrite was applied then
-        if checkpoint_id is not None:
-            origins = {c["app_id"] for per in committables for c in per or [] if c.get("app_id")}
-            done = {o: committed_version(self.sink.path, o, self.sink.storage_options) for o in origins}
-            # restored (from a checkpoint or a savepoint, maybe of another job): the output goes on.
-            # An overwrite was applied if the job whose state this is committed anything (state of
-            # old savepoints without origins: assume so, never wipe); a replace_where only if that
-            # job replaced the same partitions. Decided before the restore's own commit below.
-            scope = self.sink.replace_where
-            if scope is None:
-                applied = any(v is not None for v in done.values()) or not origins
-            else:
-                applied = any(c.get("scope") == scope and done.get(c.get("app_id")) is not None for per in committables for c in per or [])
-            self._any_commit = self._any_commit or applied
-            committables = self._not_committed_elsewhere(checkpoint_id, committables, done)
-            files = self._not_committed(self._flatten(committables))
-            if files:
-                self._check_schemas()
-                result = self._commit(files, checkpoint_id)  # skipped when (app id, n) is in the log already
-                if result.committed:
-                    self.checkpoint_commits += 1
-                    log.info("Delta sink %s: committed checkpoint %d on restore (%d files)", self.sink.path, checkpoint_id, len(files))
-            self._last_checkpoint = checkpoint_id
-        restarted = set(range(self.parallelism)) if subtasks is None else set(subtasks)
-        for s in restarted:
-            self._files.pop(s, None)  # their tails will be reported again by the new attempts
-        if checkpoint_id is not None:
-            for s, per in enumerate(committables):
-                final = [c for c in per or [] if c.get("final")]
-                if s in restarted and final:
-                    # finished at that checkpoint (FLIP-147): deployed as finished, it reports no tail
-                    # again; its last files are committed (above, or by the checkpoint)
-                    self._files[s] = {-1: [f for c in final for f in c["files"]]}
-        self._delete_orphans(restarted)
 
-    def _not_committed_elsewhere(self, checkpoint_id: int, committables: list[Any], done: dict[str, int | None]) -> list[Any]:
+    def restore(self, checkpoint_id: int, by_subtask: list[list[dict[str, Any]]]) -> None:
+        """Restart from checkpoint n: commit n if it never was, by the restore rules below."""
+        from runtime.storage.delta_commit import committed_version
+
+        self._refresh()
+        origins = {c["app_id"] for per in by_subtask for c in per if c.get("app_id")}
+        done = {o: committed_version(self.sink.path, o, self.sink.storage_options) for o in origins}
+        # restored (from a checkpoint or a savepoint, maybe of another job): the output goes on.
+        # An overwrite was applied if the job whose state this is committed anything (state of
+        # old savepoints without origins: assume so, never wipe); a replace_where only if that
+        # job replaced the same partitions. Decided before the restore's own commit below.
+        scope = self.sink.replace_where
+        if scope is None:
+            applied = any(v is not None for v in done.values()) or not origins
+        else:
+            applied = any(c.get("scope") == scope and done.get(c.get("app_id")) is not None for per in by_subtask for c in per)
+        self._any_commit = self._any_commit or applied
+        by_subtask = self._not_committed_elsewhere(checkpoint_id, by_subtask, done)
+        files = self._not_committed(self._flatten(by_subtask))
+        if files:
+            self._check_schemas()
+            result = self._commit(files, checkpoint_id)  # skipped when (app id, n) is in the log already
+            if result.committed:
+                self.checkpoint_commits += 1
+                log.info("Delta sink %s: committed checkpoint %d on restore (%d files)", self.sink.path, checkpoint_id, len(files))
+
+    def _not_committed_elsewhere(
+        self, checkpoint_id: int, by_subtask: list[list[dict[str, Any]]], done: dict[str, int | None]
+    ) -> list[list[dict[str, Any]]]:
         """Committables another job (another app id) committed itself before its state was taken
         over are not committed again: the table may have moved on since (e.g. those partitions
         were replaced), and re-adding their files would bring old rows back. `done`: origin app id
         -> the newest version it committed."""
         out = []
-        for per in committables:
+        for per in by_subtask:
             keep = []
-            for c in per or []:
-                origin, version = c.get("app_id"), done.get(c.get("app_id"))
+            for c in per:
+                origin = c.get("app_id")
+                version = done.get(origin) if origin else None
                 if origin and origin != self.app_id and version is not None and version >= checkpoint_id:
                     c = {**c, "files": []}
                 keep.append(c)
             out.append(keep)
         return out
+
+    def clean_up(self, subtasks: set[int]) -> None:
+        self._refresh()
+        self._delete_orphans(subtasks)
 
     def _delete_orphans(self, subtasks: set[int]) -> None:
         """Files of these subtasks' attempts that the table does not reference (Flink: the committer's clean-up)."""
@@ -641,33 +560,25 @@ class DeltaSinkCoordinator(OperatorCoordinator):
             log.info("Delta sink %s: deleting %d files no commit references", self.sink.path, len(orphans))
             self._delete(orphans)
 
-    def retain_for_restore(self, checkpoint_id: int, committables: list[Any]) -> None:
-        """The job ends without finishing and checkpoint `checkpoint_id` may be restored by a later
-        run, which commits its files (Flink: pending files stay for the committer of the restored job)."""
-        self._retained_paths |= {f["path"] for per in committables for c in per or [] for f in c.get("files", [])}
+    def retain(self, committables: list[dict[str, Any]]) -> None:
+        """The job ends without finishing and a checkpoint holding these may be restored by a later
+        run, which commits their files (Flink: pending files stay for the committer of the restored job)."""
+        self._retained_paths |= {f["path"] for c in committables for f in c.get("files", [])}
 
     # --- end of the job -----------------------------------------------------------------------
-    def on_job_finished(self) -> dict[str, Any]:
-        result = self._finish()
+    def commit_end(self, last_checkpoint: int | None, by_subtask: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        result = self._finish(last_checkpoint, by_subtask)
         self._release_lease()  # the last commit is done: the table is free for the next job
         return result
 
-    def _finish(self) -> dict[str, Any]:
-        tails = self._tails()
-        missing = sorted(set(range(self.parallelism)) - set(tails))
-        if missing:
-            raise StorageError(
-                f"job {self.job_id}: Delta sink '{self.operator_name}' finished without file lists from "
-                f"subtask(s) {missing}; nothing committed"
-            )
+    def _finish(self, last_checkpoint: int | None, by_subtask: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        files = self._not_committed(self._flatten(by_subtask))
         self._check_schemas()
-        files = self._not_committed([f for _, fs in sorted(tails.items()) for f in fs])
         from runtime.storage.delta_commit import table_schema  # only storage/ touches deltalake
 
-        version = self.sink.app_version if self._last_checkpoint is None else self._last_checkpoint + 1
+        version = self.sink.app_version if last_checkpoint is None else last_checkpoint + 1
         if not files and self._any_commit:
             self._committed = True
-            self._delete(self._superseded)
             return self._summary(files)
         if self._schema is None and self.sink.mode == "overwrite":
             # no data: an overwrite still replaces the table's contents (with nothing)
@@ -678,7 +589,6 @@ class DeltaSinkCoordinator(OperatorCoordinator):
             return {"delta_table": self.sink.path, "delta_version": None, "delta_files": 0, "delta_records": 0}
         result = self._commit(files, version)
         self._committed = True
-        self._delete(self._superseded)
         if not result.committed:
             # a replay of a commit that already landed: this run's files are referenced by nothing
             self._delete(files)
@@ -696,25 +606,26 @@ class DeltaSinkCoordinator(OperatorCoordinator):
             out["delta_checkpoint_commits"] = self.checkpoint_commits
         return out
 
-    def close(self) -> None:
-        if not self._committed and not self._keep_files:
+    def discard(self, committables: list[dict[str, Any]]) -> None:
+        self._delete([f for c in committables for f in c.get("files", [])])
+
+    def close(self, finished: bool, uncommitted: list[dict[str, Any]]) -> None:
+        if not finished and not self._keep_files:
             # the job did not finish: its tail files are referenced by no commit
-            self._delete([f for reports in self._files.values() for fs in reports.values() for f in fs] + self._superseded)
+            self.discard(uncommitted)
             # files no report or commit names: handed to checkpoints that never completed, or written
             # by attempts whose TaskManager died before they could report (with or without checkpoints)
             try:
-                self._delete_orphans(set(range(self.parallelism)))
+                self._delete_orphans(set(range(self.context.current_parallelism())))
             except Exception:  # noqa: BLE001 - clean-up is best effort
                 log.warning("Delta sink %s: could not look for files no commit references", self.sink.path)
         self._release_lease()  # after the clean-up: until then no other job may take the table
-        if not self._committed and not self._keep_files and getattr(self, "_created_location", False) and not self._any_commit:
+        if not finished and not self._keep_files and self._created_location and not self._any_commit:
             try:  # a new table that never got a commit leaves nothing (its lease folder, if no one else holds it, too)
                 if LeaseRegister(self.sink.path).remove_if_free():
                     _remove_empty_dirs(self.sink.path)
             except Exception:  # noqa: BLE001 - clean-up is best effort
                 log.warning("Delta sink %s: could not remove the folder of a table that never got a commit", self.sink.path)
-        self._files.clear()
-        self._superseded = []
 
     def _delete(self, files: list[dict[str, Any]]) -> None:
         # never a committed file, nor one a restore of a retained checkpoint commits
@@ -727,6 +638,14 @@ class DeltaSinkCoordinator(OperatorCoordinator):
                 fs.delete_file(f"{base}/{f['path']}")
             except Exception:  # clean-up is best effort
                 log.warning("could not delete uncommitted Delta file %s", f["path"], exc_info=True)
+
+
+class DeltaSinkCoordinator(CommitterCoordinator):
+    """The Delta sink's committer on the JobMaster, in the generic Sink V2 coordinator."""
+
+    def __init__(self, sink: DeltaSink, context: OperatorCoordinatorContext) -> None:
+        super().__init__(context, DeltaCommitter(sink, context))
+        self.sink = sink
 
 
 def sink_app_id(sink: DeltaSink, job_id: str) -> str:
@@ -754,7 +673,7 @@ class DeltaSinkCoordinatorProvider:
         return DeltaSinkCoordinator(self.sink, context)
 
 
-class DeltaSink(Sink):
+class DeltaSink(Sink, TwoPhaseCommittingSink[dict[str, Any]]):
     """`DeltaSink(path, schema=None, mode="append"|"overwrite", partition_by=None, replace_where=None)`.
 
     `replace_where={"day": "2026-01-03"}` (with mode "overwrite", partition columns only): the job's
@@ -826,8 +745,14 @@ class DeltaSink(Sink):
     def for_path(path: str, mode: str = "append", **kwargs: Any) -> DeltaSink:
         return DeltaSink(path, mode=mode, **kwargs)
 
-    def create_writer(self) -> DeltaSinkWriter:
-        return DeltaSinkWriter(self)
+    def create_writer(self) -> SinkWriterOperator:
+        return SinkWriterOperator(self)
+
+    def create_sink_writer(self, context: SinkWriterContext) -> DeltaWriter:
+        return DeltaWriter(self, context)
+
+    def create_committer(self, context: CommitterContext) -> DeltaCommitter:
+        return DeltaCommitter(self, context)
 
     def coordinator_provider(self) -> DeltaSinkCoordinatorProvider:
         return DeltaSinkCoordinatorProvider(self)

@@ -28,15 +28,20 @@ from typing import Any
 
 from runtime.api.common.serialization import Encoder
 from runtime.api.connectors.base import Sink
-from runtime.api.operators.base import StreamOperator
-from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
+from runtime.api.connectors.sink import (
+    Committer,
+    CommitterContext,
+    CommitterCoordinatorProvider,
+    SinkWriter,
+    SinkWriterContext,
+    SinkWriterOperator,
+    TwoPhaseCommittingSink,
+)
 from runtime.core.errors import InvalidProgramError, StorageError
-from runtime.core.operators import OperatorCoordinator, OperatorCoordinatorContext
 from runtime.core.records import RecordBatch
 
 log = logging.getLogger(__name__)
 
-PART_COUNTER_STATE = "part_counter"
 _INPROGRESS = ".inprogress."
 
 
@@ -117,25 +122,19 @@ class _Part:
         self.size, self.opened_s, self.last_write_s = 0, now_s, now_s
 
 
-class FileSinkWriter(StreamOperator):
-    def __init__(self, sink: FileSink) -> None:
-        super().__init__()
+class FileWriter(SinkWriter[dict[str, str]]):
+    """One subtask's part files; a committable is one pending part: {"pending": path, "final": path}."""
+
+    def __init__(self, sink: FileSink, context: SinkWriterContext) -> None:
         self.sink = sink
+        self.context = context
         self._open: dict[str, _Part] = {}  # bucket -> in-progress part
-        self._pending: list[dict[str, str]] = []  # rolled since the last checkpoint
-        # given to checkpoints not known complete yet: reported again with the tail (finishing is idempotent)
-        self._handed: dict[int, list[dict[str, str]]] = {}
-        self._counter = 0
+        self._pending: list[dict[str, str]] = []  # rolled since the last pre-commit
+        self._counter = max([int(c) for c in context.restored_state] + [0])
         self._token = uuid.uuid4().hex[:8]
-        self._reported = False
         self.clock: Callable[[], float] = time.time
 
-    def initialize_state(self, context: StateInitializationContext) -> None:
-        counters = context.operator_lists.get(PART_COUNTER_STATE, [])
-        self._counter = max([int(c) for c in counters] + [0])
-
-    def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
-        assert self.ctx is not None
+    def write(self, batch: RecordBatch) -> None:
         now = self.clock()
         encode = self.sink.encoder.encode
         bucket = self.sink.bucket_assigner.bucket_id(now)
@@ -155,15 +154,14 @@ class FileSinkWriter(StreamOperator):
             self._roll_if_due(now)
 
     def _new_part(self, bucket: str, now: float) -> _Part:
-        assert self.ctx is not None
         cfg = self.sink.output_file_config
-        name = f"{cfg.part_prefix}-{self.sink.uid}-{self.ctx.subtask_index}-{self._counter}{cfg.part_suffix}"
+        name = f"{cfg.part_prefix}-{self.sink.uid}-{self.context.subtask_index}-{self._counter}{cfg.part_suffix}"
         self._counter += 1
         rel_final = os.path.join(bucket, name) if bucket else name
         rel_pending = os.path.join(bucket, f".{name}{_INPROGRESS}{self._token}") if bucket else f".{name}{_INPROGRESS}{self._token}"
         full = os.path.join(self.sink.base, rel_pending)
         os.makedirs(os.path.dirname(full), exist_ok=True)
-        part = self._open[bucket] = _Part(rel_pending, rel_final, open(full, "wb"), now)
+        part = self._open[bucket] = _Part(rel_pending, rel_final, open(full, "wb"), now)  # closed when the part rolls
         return part
 
     def _roll_if_due(self, now: float) -> None:
@@ -179,34 +177,24 @@ class FileSinkWriter(StreamOperator):
         part.fh.close()  # in-progress -> pending
         self._pending.append({"pending": part.rel_pending, "final": part.rel_final})
 
-    def _roll_all(self) -> None:
+    def prepare_commit(self) -> list[dict[str, str]]:
         for bucket in list(self._open):
             self._roll(bucket)
-
-    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot:
-        self._roll_all()
         committables, self._pending = self._pending, []
-        self._handed[checkpoint_id] = committables
-        return OperatorSnapshot(committables=committables, operator_lists={PART_COUNTER_STATE: [self._counter]})
+        return committables
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        for cid in [c for c in self._handed if c <= checkpoint_id]:
-            del self._handed[cid]
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        return [self._counter]
 
-    def end_input(self, input_index: int = 0) -> None:
-        self._report()
-
-    def finish(self) -> None:
-        self._report()
-
-    def _report(self) -> None:
-        if self._reported:
-            return
-        self._roll_all()
-        assert self.ctx is not None
-        handed = [f for _cid, files in sorted(self._handed.items()) for f in files]
-        self.ctx.event_gateway.send_event_to_coordinator({"type": "file_sink_tail", "files": handed + self._pending})
-        self._reported = True
+    def abort(self) -> None:
+        # failed or cancelled: nobody commits these (parts handed over are the committer's)
+        doomed = [p.rel_pending for p in self._open.values()] + [c["pending"] for c in self._pending]
+        self.close()
+        for rel in doomed:
+            try:
+                os.remove(os.path.join(self.sink.base, rel))
+            except OSError:
+                pass
 
     def close(self) -> None:
         for part in self._open.values():
@@ -214,33 +202,20 @@ class FileSinkWriter(StreamOperator):
                 part.fh.close()
             except Exception:  # clean-up after a failure goes on
                 log.debug("closing %s failed", part.rel_pending, exc_info=True)
-        if not self._reported:
-            # failed or cancelled: nobody commits these (files handed to a checkpoint are the coordinator's)
-            doomed = [p.rel_pending for p in self._open.values()] + [c["pending"] for c in self._pending]
-            for rel in doomed:
-                try:
-                    os.remove(os.path.join(self.sink.base, rel))
-                except OSError:
-                    pass
         self._open.clear()
 
 
-class FileSinkCoordinator(OperatorCoordinator):
-    """Finishes pending part files: those of completed checkpoints, then the tail at the job's end."""
+class FileCommitter(Committer[dict[str, str]]):
+    """Finishes pending part files (an atomic rename): those of completed checkpoints, then the tail at the job's end."""
 
-    def __init__(self, sink: FileSink, context: OperatorCoordinatorContext) -> None:
-        super().__init__(context)
+    def __init__(self, sink: FileSink, context: CommitterContext) -> None:
         self.sink = sink
-        self._tails: dict[int, dict[int, list[dict[str, str]]]] = {}  # subtask -> attempt -> files
-        self._committed = False
+        self.context = context
         self.finished_files = 0
+        self._retained: set[str] = set()  # pending parts of checkpoints a later run may restore
 
     def start(self) -> None:
         os.makedirs(self.sink.base, exist_ok=True)
-
-    def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
-        if isinstance(event, dict) and event.get("type") == "file_sink_tail":
-            self._tails.setdefault(subtask, {})[attempt] = list(event["files"])
 
     def _finish(self, files: list[dict[str, str]]) -> int:
         done = 0
@@ -254,61 +229,48 @@ class FileSinkCoordinator(OperatorCoordinator):
         self.finished_files += done
         return done
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, committables: list[Any]) -> None:
-        self._finish([f for per in committables for f in per or []])
+    def commit(self, checkpoint_id: int, by_subtask: list[list[dict[str, str]]]) -> None:
+        self._finish([f for per in by_subtask for f in per])
 
-    def reset_to_checkpoint(self, checkpoint_id: int | None, committables: list[Any], subtasks: set[int] | None = None) -> None:
-        """Restart from checkpoint n: finish what it holds (if it never was), delete the restarted
-        subtasks' in-progress and pending files that it does not hold."""
-        held = [f for per in committables for f in per or []]
-        if checkpoint_id is not None:
-            self._finish(held)
-        restarted = set(range(self.parallelism)) if subtasks is None else subtasks
-        for s in restarted:
-            self._tails.pop(s, None)
-        keep = {f["pending"] for f in held}
+    def clean_up(self, subtasks: set[int]) -> None:
+        """In-progress and pending parts of these subtasks' earlier attempts that no commit finished
+        (a restored checkpoint's were finished just before, by `restore`)."""
         prefix = f".{self.sink.output_file_config.part_prefix}-{self.sink.uid}-"
         for root, _dirs, files in os.walk(self.sink.base):
             for name in files:
                 if not name.startswith(prefix) or _INPROGRESS not in name:
                     continue
-                rel = os.path.relpath(os.path.join(root, name), self.sink.base)
                 subtask = name[len(prefix):].split("-", 1)[0]
-                if rel not in keep and subtask.isdigit() and int(subtask) in restarted:
+                rel = os.path.relpath(os.path.join(root, name), self.sink.base)
+                if subtask.isdigit() and int(subtask) in subtasks and rel not in self._retained:
                     try:
                         os.remove(os.path.join(root, name))
                     except OSError:
                         pass
 
-    def on_job_finished(self) -> dict[str, Any]:
-        missing = sorted(set(range(self.parallelism)) - set(self._tails))
-        if missing:
-            raise StorageError(f"job {self.job_id}: FileSink '{self.operator_name}' got no file list from subtask(s) {missing}")
-        self._finish([f for _s, by_attempt in sorted(self._tails.items()) for f in by_attempt[max(by_attempt)]])
-        self._committed = True
+    def commit_end(self, last_checkpoint: int | None, by_subtask: list[list[dict[str, str]]]) -> dict[str, Any]:
+        self._finish([f for per in by_subtask for f in per])
         return {"file_sink_path": self.sink.base, "file_sink_files": self.finished_files}
 
-    def close(self) -> None:
-        if self._committed:
-            return
-        for by_attempt in self._tails.values():  # the job did not finish: its tails are finished by nobody
-            for files in by_attempt.values():
-                for f in files:
-                    try:
-                        os.remove(os.path.join(self.sink.base, f["pending"]))
-                    except OSError:
-                        pass
+    def discard(self, committables: list[dict[str, str]]) -> None:
+        for f in committables:
+            try:
+                os.remove(os.path.join(self.sink.base, f["pending"]))
+            except OSError:
+                pass
+
+    def retain(self, committables: list[dict[str, str]]) -> None:
+        self._retained |= {f["pending"] for f in committables}
+
+    def close(self, finished: bool, uncommitted: list[dict[str, str]]) -> None:
+        if not finished:  # the job did not finish: its tails, and parts no checkpoint a later run restores, go
+            self.discard([f for f in uncommitted if f["pending"] not in self._retained])
+            self.clean_up(set(range(self.context.current_parallelism())))
 
 
-class FileSinkCoordinatorProvider:
-    def __init__(self, sink: FileSink) -> None:
-        self.sink = sink
-
-    def create(self, context: OperatorCoordinatorContext) -> FileSinkCoordinator:
-        return FileSinkCoordinator(self.sink, context)
 
 
-class FileSink(Sink):
+class FileSink(Sink, TwoPhaseCommittingSink[dict[str, str]]):
     """PyFlink's FileSink: `FileSink.for_row_format(path, Encoder.simple_string_encoder()).build()`."""
 
     def __init__(self, base: str, encoder: Encoder, output_file_config: OutputFileConfig, rolling_policy: RollingPolicy,
@@ -323,11 +285,17 @@ class FileSink(Sink):
     def for_row_format(base_path: str, encoder: Encoder) -> FileSinkBuilder:
         return FileSinkBuilder(base_path, encoder)
 
-    def create_writer(self) -> FileSinkWriter:
-        return FileSinkWriter(self)
+    def create_writer(self) -> SinkWriterOperator:
+        return SinkWriterOperator(self)
 
-    def coordinator_provider(self) -> FileSinkCoordinatorProvider:
-        return FileSinkCoordinatorProvider(self)
+    def coordinator_provider(self) -> CommitterCoordinatorProvider:
+        return CommitterCoordinatorProvider(self)
+
+    def create_sink_writer(self, context: SinkWriterContext) -> FileWriter:
+        return FileWriter(self, context)
+
+    def create_committer(self, context: CommitterContext) -> FileCommitter:
+        return FileCommitter(self, context)
 
     def default_name(self) -> str:
         return f"FileSink({self.base})"
