@@ -15,8 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository, for pipelines/
 
@@ -40,6 +44,40 @@ def append(table: str, commit: int, rows: int) -> int:
     from deltalake import DeltaTable
 
     return int(DeltaTable(table).version())
+
+
+class AppenderProcess:
+    """This script in its own process and session (as another writer of the table would be);
+    `lines` are its JSON lines so far, read by a thread; `stop()` kills its whole group."""
+
+    def __init__(self, table: str, commits: int, first: int = 0, rows: int = 400, interval_ms: int = 100) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--table", table, "--commits", str(commits),
+             "--rows", str(rows), "--first-commit", str(first), "--interval-ms", str(interval_ms)],
+            stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(json.loads(line))
+
+    def committed(self) -> int:
+        return len(self.lines)
+
+    def wait(self, timeout: float = 120.0) -> None:
+        rc = self.proc.wait(timeout=timeout)
+        self._reader.join(10)
+        if rc != 0:
+            raise RuntimeError(f"delta_appender.py exited with {rc} after {len(self.lines)} commits")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: the whole group
+        self.proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

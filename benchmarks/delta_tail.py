@@ -93,12 +93,9 @@ import json
 import logging
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -111,6 +108,7 @@ import cloudpickle
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from delta_appender import AppenderProcess
 from measure import CpuMeter, descendants, emit, require
 
 from pipelines.jobs import windowed_sum
@@ -138,36 +136,6 @@ def create_input(path: str) -> None:
 
     empty = pa.table({c: pa.array([], pa.int64()) for c in COLUMNS})
     write_deltalake(path, empty)
-
-
-class Appender:
-    """benchmarks/delta_appender.py in its own process and session; `lines` are its JSON lines."""
-
-    def __init__(self, table: str, commits: int, first: int, rows: int, interval_ms: int) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "benchmarks" / "delta_appender.py"), "--table", table, "--commits", str(commits),
-             "--rows", str(rows), "--first-commit", str(first), "--interval-ms", str(interval_ms)],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(json.loads(line))
-
-    def wait(self, timeout: float) -> None:
-        rc = self.proc.wait(timeout=timeout)
-        self._reader.join(10)
-        if rc != 0:
-            raise RuntimeError(f"delta_appender.py exited with {rc} after {len(self.lines)} commits")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: the whole group
-        self.proc.wait()
 
 
 # --- reading a Delta log ------------------------------------------------------------------------------
@@ -413,7 +381,7 @@ def input_commits(table: str, lines: list[dict[str, Any]]) -> tuple[dict[int, Co
     return out, round(statistics.median(lags), 1) if lags else 0.0
 
 
-def spark_pids(cluster: MiniCluster, appender: Appender | None) -> set[int]:
+def spark_pids(cluster: MiniCluster, appender: AppenderProcess | None) -> set[int]:
     """Processes below this one that are neither a local TaskManager (nor its children) nor the appender: the Spark JVM and its daemons."""
     others = {t.pid for t in cluster.task_managers() if t.pid} | ({appender.proc.pid} if appender is not None else set())
     for pid in list(others):
@@ -444,7 +412,7 @@ def run_round(names: list[str], args: argparse.Namespace, cluster: MiniCluster, 
     source = os.path.join(work, "input")
     create_input(source)
     consumers: list[Any] = []
-    appender: Appender | None = None
+    appender: AppenderProcess | None = None
     total = args.warmup_commits + args.commits
     rows: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
@@ -458,7 +426,7 @@ def run_round(names: list[str], args: argparse.Namespace, cluster: MiniCluster, 
         followers = {c.name: LogFollower(c.output) for c in consumers}
         lines: list[dict[str, Any]] = []
         if args.warmup_commits:
-            appender = Appender(source, args.warmup_commits, 0, args.rows, args.interval_ms)
+            appender = AppenderProcess(source, args.warmup_commits, 0, args.rows, args.interval_ms)
             appender.wait(timeout=300)
             lines += appender.lines
             if not wait_rows(followers, consumers, args.warmup_commits * args.rows, args.timeout_s, failures):
@@ -470,7 +438,7 @@ def run_round(names: list[str], args: argparse.Namespace, cluster: MiniCluster, 
             "spark": lambda: spark_pids(cluster, appender),
         }
         with CpuMeter(groups) as cpu:
-            appender = Appender(source, args.commits, args.warmup_commits, args.rows, args.interval_ms)
+            appender = AppenderProcess(source, args.commits, args.warmup_commits, args.rows, args.interval_ms)
             appender.wait(timeout=600)
             lines += appender.lines
             complete = wait_rows(followers, consumers, total * args.rows, args.timeout_s, failures)

@@ -9,12 +9,8 @@ the appended events close.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +18,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from benchmarks.delta_appender import AppenderProcess
 from benchmarks.measure import check_windowed_sum
 from pipelines.jobs import windowed_sum, windowed_sum_tail
 from runtime.api.common import Configuration, WatermarkStrategy
@@ -53,35 +50,8 @@ def cluster() -> Iterator[MiniCluster]:
         assert not _children_alive(pids), f"TaskManager processes left behind: {_children_alive(pids)}"
 
 
-class Appender:
-    """benchmarks/delta_appender.py in its own process; `committed()` is how many commits it reported."""
-
-    def __init__(self, table: str, commits: int, first: int = 0, interval_ms: int = 60) -> None:
-        self.lines: list[dict] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "benchmarks" / "delta_appender.py"), "--table", table, "--commits", str(commits),
-             "--rows", str(ROWS), "--first-commit", str(first), "--interval-ms", str(interval_ms)],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(json.loads(line))
-
-    def committed(self) -> int:
-        return len(self.lines)
-
-    def wait(self) -> None:
-        assert self.proc.wait(timeout=120) == 0
-        self._reader.join(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+def Appender(table: str, commits: int, first: int = 0, interval_ms: int = 60) -> AppenderProcess:
+    return AppenderProcess(table, commits, first, ROWS, interval_ms)
 
 
 def tail_env(parallelism: int, savepoint_path: str | None = None) -> StreamExecutionEnvironment:
