@@ -25,3 +25,5 @@ fi
 .venv/bin/python -m runtime.deploy.spark_jars
 # the ZooKeeper jars once (Maven Central), for the high-availability tests and infra/zookeeper.sh
 .venv/bin/python -m runtime.deploy.zookeeper_server fetch
+# the Kafka jars once (Maven Central), for the Kafka connectors' tests and infra/kafka.sh
+.venv/bin/python -m runtime.deploy.kafka_server fetch
