@@ -1,7 +1,14 @@
-"""PyFlink's pyflink.common.serialization: Encoder (what a row-format FileSink writes per record)."""
+"""PyFlink's pyflink.common.serialization: Encoder (what a row-format FileSink writes per record),
+and the record formats of Kafka's connectors (SimpleStringSchema, JSON rows)."""
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import numpy as np
+
+from runtime.core.errors import InvalidProgramError
+from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch
 
 
 class Encoder:
@@ -16,3 +23,168 @@ class Encoder:
 
     def encode(self, value: Any) -> bytes:
         return (str(value) + "\n").encode(self.charset)
+
+
+# --- Kafka's record formats (PyFlink: pyflink.common.serialization.SimpleStringSchema,
+# pyflink.datastream.formats.json.JsonRow(De)SerializationSchema). A schema works on whole batches:
+# a source deserializes a poll's values at once, a sink serializes a batch at once.
+
+
+class DeserializationError(ValueError):
+    """A value that cannot be read; `index` is its position in the batch given."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class DeserializationSchema:
+    def deserialize_batch(self, values: list[bytes | None]) -> RecordBatch:
+        raise NotImplementedError
+
+    def get_produced_type(self) -> Any:
+        return None
+
+
+class SerializationSchema:
+    def serialize_batch(self, batch: RecordBatch) -> list[bytes | None]:
+        raise NotImplementedError
+
+
+class SimpleStringSchema(DeserializationSchema, SerializationSchema):
+    """Values as strings (UTF-8 by default); a null value reads as None."""
+
+    def __init__(self, charset: str = "UTF-8") -> None:
+        self.charset = charset.lower()
+
+    def deserialize_batch(self, values: list[bytes | None]) -> RecordBatch:
+        out: list[Any] = []
+        for i, v in enumerate(values):
+            try:
+                out.append(None if v is None else v.decode(self.charset))
+            except UnicodeDecodeError as e:
+                raise DeserializationError(i, f"not {self.charset} text: {e}") from None
+        return ObjectBatch(out)
+
+    def serialize_batch(self, batch: RecordBatch) -> list[bytes | None]:
+        cs = self.charset
+        return [None if v is None else str(v).encode(cs) for v in batch.rows()]
+
+    def get_produced_type(self) -> Any:
+        from runtime.api.common.typeinfo import Types
+
+        return Types.STRING()
+
+
+def _row_fields(type_info: Any, who: str) -> tuple[list[str], dict[str, Any]]:
+    from runtime.api.common.typeinfo import BasicTypeInfo, RowTypeInfo
+
+    if not isinstance(type_info, RowTypeInfo) or type_info.field_names is None:
+        raise InvalidProgramError(f"{who}: with_type_info() needs Types.ROW_NAMED([...], [...]), got {type_info!r}")
+    dtypes: dict[str, Any] = {}
+    for name, t in zip(type_info.field_names, type_info.field_types):
+        dt = t.to_numpy_dtype() if isinstance(t, BasicTypeInfo) else None
+        dtypes[name] = dt if dt is not None else np.dtype(object)
+    return list(type_info.field_names), dtypes
+
+
+class JsonRowDeserializationSchema(DeserializationSchema):
+    """JSON objects as rows of a ROW_NAMED type: `JsonRowDeserializationSchema.builder()
+    .type_info(Types.ROW_NAMED(["user", "ts"], [Types.LONG(), Types.LONG()])).build()`. Numeric
+    fields become numpy columns (a ColumnBatch); a missing field or null in a numeric column is an
+    error unless `ignore_parse_errors()` (then the record is skipped)."""
+
+    def __init__(self, type_info: Any, ignore_parse_errors: bool = False) -> None:
+        self.type_info = type_info
+        self.names, self.dtypes = _row_fields(type_info, "JsonRowDeserializationSchema")
+        self.ignore_parse_errors = ignore_parse_errors
+
+    @staticmethod
+    def builder() -> JsonRowDeserializationSchemaBuilder:
+        return JsonRowDeserializationSchemaBuilder()
+
+    def deserialize_batch(self, values: list[bytes | None]) -> RecordBatch:
+        cols: dict[str, list[Any]] = {n: [] for n in self.names}
+        loads = json.loads
+        for i, v in enumerate(values):
+            try:
+                obj = loads(v) if v is not None else None
+                if not isinstance(obj, dict):
+                    raise ValueError(f"not a JSON object: {v[:80]!r}" if v is not None else "a null value")
+                row = [obj[n] for n in self.names]
+            except (ValueError, KeyError, TypeError) as e:
+                if self.ignore_parse_errors:
+                    continue
+                what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+                raise DeserializationError(i, f"not a JSON row of {self.names}: {what}") from None
+            for n, x in zip(self.names, row):
+                cols[n].append(x)
+        try:
+            return ColumnBatch({n: np.asarray(cols[n], dtype=self.dtypes[n]) for n in self.names})
+        except (TypeError, ValueError) as e:
+            bad = next((i for i in range(len(values)) if not _fits(cols, self.dtypes, i)), 0)
+            raise DeserializationError(bad, f"a value does not fit the row type {self.type_info!r}: {e}") from None
+
+    def get_produced_type(self) -> Any:
+        return self.type_info
+
+
+def _fits(cols: dict[str, list[Any]], dtypes: dict[str, Any], i: int) -> bool:
+    try:
+        for n, dt in dtypes.items():
+            np.asarray([cols[n][i]], dtype=dt)
+        return True
+    except (TypeError, ValueError, IndexError):
+        return False
+
+
+class JsonRowDeserializationSchemaBuilder:
+    def __init__(self) -> None:
+        self._type_info: Any = None
+        self._ignore = False
+
+    def type_info(self, type_info: Any) -> JsonRowDeserializationSchemaBuilder:
+        self._type_info = type_info
+        return self
+
+    def ignore_parse_errors(self) -> JsonRowDeserializationSchemaBuilder:
+        self._ignore = True
+        return self
+
+    def build(self) -> JsonRowDeserializationSchema:
+        return JsonRowDeserializationSchema(self._type_info, self._ignore)
+
+
+class JsonRowSerializationSchema(SerializationSchema):
+    """Rows as JSON objects: `JsonRowSerializationSchema.builder().with_type_info(Types.ROW_NAMED(...)).build()`."""
+
+    def __init__(self, type_info: Any) -> None:
+        self.type_info = type_info
+        self.names, _ = _row_fields(type_info, "JsonRowSerializationSchema")
+
+    @staticmethod
+    def builder() -> JsonRowSerializationSchemaBuilder:
+        return JsonRowSerializationSchemaBuilder()
+
+    def serialize_batch(self, batch: RecordBatch) -> list[bytes | None]:
+        names = self.names
+        dumps = json.dumps
+        if isinstance(batch, ColumnBatch):
+            cols = [batch.columns[n].tolist() for n in names]
+            return [dumps(dict(zip(names, vals)), separators=(",", ":")).encode() for vals in zip(*cols)]
+        out: list[bytes | None] = []
+        for r in batch.rows():
+            out.append(dumps({n: r[n] for n in names}, separators=(",", ":")).encode())
+        return out
+
+
+class JsonRowSerializationSchemaBuilder:
+    def __init__(self) -> None:
+        self._type_info: Any = None
+
+    def with_type_info(self, type_info: Any) -> JsonRowSerializationSchemaBuilder:
+        self._type_info = type_info
+        return self
+
+    def build(self) -> JsonRowSerializationSchema:
+        return JsonRowSerializationSchema(self._type_info)
