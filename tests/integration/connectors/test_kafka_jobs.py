@@ -1,0 +1,79 @@
+"""Kafka jobs on a cluster against a real broker: windowed_sum_kafka (KafkaSource -> keyed 1 s
+event-time windows -> Delta sink, exactly-once checkpoints) while events keep arriving and two
+TaskManagers are SIGKILLed on the way; the output table equals windowed_sum's plain-Python
+reference row for row, and the consumer group's committed offsets (what lag monitoring reads)
+reach the end of every partition."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+from benchmarks.measure import check_windowed_sum
+from pipelines.jobs import windowed_sum_kafka
+from runtime.core.states import JobStatus
+from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
+from tests.conftest import _children_alive
+from tests.integration.connectors.test_continuous_delta_source import closed_windows_written, kill_a_task_manager, tail_env
+from tests.integration.runtime.test_savepoints import savepoint
+from tests.kafka_support import KafkaBroker, kafka_broker_fixture
+from tests.waiting import wait_for_all_subtasks, wait_until
+
+pytestmark = pytest.mark.integration
+
+kafka = kafka_broker_fixture()
+PARTITIONS = 4
+CHUNK = 4000  # events per feed: 4 s of event time
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[MiniCluster]:
+    c = MiniCluster(MiniClusterConfig(provider="local", heartbeat_timeout_ms=5000)).start()
+    provider = c.provider
+    try:
+        yield c
+    finally:
+        pids = [p.pid for p in getattr(provider, "processes", {}).values()]
+        c.close()
+        assert not _children_alive(pids), f"TaskManager processes left behind: {_children_alive(pids)}"
+
+
+def committed_total(kafka: KafkaBroker, group: str, topic: str) -> int:
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])]
+    result = kafka.admin().list_consumer_group_offsets(request)[group].result(10)
+    return sum(max(tp.offset, 0) for tp in result.topic_partitions)
+
+
+def test_kafka_to_windowed_sum_to_delta_exactly_once_through_two_killed_task_managers(
+    cluster: MiniCluster, kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    topic, group, out = f"events-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}", str(tmp_path / "out")
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    producer = kafka.producer()
+    windowed_sum_kafka.feed(producer, topic, 0, CHUNK, PARTITIONS)
+    env = tail_env(2)
+    windowed_sum_kafka.build(env, kafka.bootstrap_servers, topic, out, group, checkpoint_interval_ms=300)
+    client = cluster.submit(env.get_job_graph("windowed_sum_kafka"))
+    wait_for_all_subtasks(cluster, client.job_id)
+    killed = []
+    fed = CHUNK
+    for _ in range(2):
+        # a checkpoint of the job in the output's log (a restore point past the start), then more events, then the kill
+        wait_until(lambda: (Path(out) / "_delta_log").exists(), timeout=60, what="the first sink commit", interval=0.05)
+        windowed_sum_kafka.feed(producer, topic, fed, CHUNK, PARTITIONS)
+        fed += CHUNK
+        killed.append(kill_a_task_manager(cluster, client.job_id))
+    windowed_sum_kafka.feed(producer, topic, fed, CHUNK, PARTITIONS)
+    fed += CHUNK
+    wait_until(lambda: closed_windows_written(out, fed), timeout=120, what="every closed window in the output")
+    # offsets of completed checkpoints reach the consumer group: lag monitoring sees the job at the end
+    wait_until(lambda: committed_total(kafka, group, topic) == fed, timeout=60, what="the group's committed offsets at the end")
+    status = savepoint(cluster, client.job_id, stop=True, drain=True, target=str(tmp_path / "sp"))
+    assert status.status == "COMPLETED", status
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    assert len(set(killed)) == 2
+    check = check_windowed_sum(out, fed)
+    assert check["verified"], check
