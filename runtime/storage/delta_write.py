@@ -55,3 +55,38 @@ def delete_rows(table_uri: str, where: dict[str, Any], storage_options: dict[str
     except Exception as e:
         raise StorageError(f"deleting the rows where {predicate} of {table_uri} failed, nothing changed: {e}") from e
     return int(metrics.get("num_deleted_rows", 0) or 0)
+
+
+def create_table(table_uri: str, schema: Any, partition_by: list[str] | None = None, storage_options: dict[str, str] | None = None) -> int:
+    """Create an empty table with `schema` (a pyarrow Schema) unless there is one; returns its newest version."""
+    from deltalake import DeltaTable
+
+    try:
+        DeltaTable.create(table_uri, schema, partition_by=partition_by, mode="ignore", storage_options=storage_options)
+    except Exception as e:
+        if not DeltaTable.is_deltatable(table_uri, storage_options=storage_options):  # else another writer created it meanwhile
+            raise StorageError(f"creating the Delta table {table_uri} failed: {e}") from e
+    return int(DeltaTable(table_uri, storage_options=storage_options).version())
+
+
+def append_rows(table_uri: str, data: Any, app_id: str, version: int, partition_by: list[str] | None = None,
+                storage_options: dict[str, str] | None = None) -> int | None:
+    """Append `data` (a pyarrow Table) in ONE commit that records the application transaction
+    (app_id, version): Delta's idempotent write (Spark's txnAppId / txnVersion). If the table already
+    records `version` or a newer one for `app_id`, nothing is written and None is returned; else the
+    new table version. Creates the table if there is none. One writer per app_id (as in Spark)."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    try:
+        if DeltaTable.is_deltatable(table_uri, storage_options=storage_options):
+            done = DeltaTable(table_uri, storage_options=storage_options).transaction_version(app_id)
+            if done is not None and done >= version:
+                return None
+        props = CommitProperties(app_transactions=[Transaction(app_id, int(version))])
+        write_deltalake(table_uri, data, mode="append", partition_by=partition_by, storage_options=storage_options, commit_properties=props)
+        return int(DeltaTable(table_uri, storage_options=storage_options).version())
+    except Exception as e:
+        raise StorageError(
+            f"appending {getattr(data, 'num_rows', '?')} rows ({app_id} {version}) to {table_uri} failed: {e}; "
+            "appending them again with the same version is safe (skipped if this one landed)"
+        ) from e
