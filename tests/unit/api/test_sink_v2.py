@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from runtime.api.common.serialization import Encoder
-from runtime.api.connectors.file_sink import BucketAssigner, FileSink, RollingPolicy
+from runtime.api.connectors.file_sink import BucketAssigner, FileSink, FileWriter, OutputFileConfig, RollingPolicy
+from runtime.api.connectors.sink import SinkWriterContext
 from runtime.api.connectors.sink.testing import SinkHarness
 from tests.harness import obj
 
@@ -76,3 +77,21 @@ def test_only_the_winning_attempts_output_is_finished_and_a_cancelled_job_leaves
     other.write(1, obj(["y"]))
     other.cancel()
     assert _finished(tmp_path / "cancelled") == [] and _hidden(tmp_path / "cancelled") == []
+
+
+def test_a_writer_learns_the_checkpoint_its_attempt_restores_from(tmp_path: Path) -> None:
+    seen: list[int | None] = []
+
+    class _Recording(FileSink):
+        def create_sink_writer(self, context: SinkWriterContext) -> FileWriter:
+            seen.append(context.restored_checkpoint_id)
+            return super().create_sink_writer(context)
+
+    sink = _Recording(str(tmp_path / "out"), Encoder.simple_string_encoder(), OutputFileConfig(), RollingPolicy.on_checkpoint_rolling_policy(),
+                      BucketAssigner.base_path_assigner())
+    h = SinkHarness(sink, 2)
+    held = h.checkpoint(7)
+    h.restart(7, held)
+    h.restart(None, [])
+    h.cancel()
+    assert seen == [None, None, 7, 7, None, None]

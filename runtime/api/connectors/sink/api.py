@@ -51,6 +51,11 @@ class SinkWriterContext(Protocol):
         ...
 
     @property
+    def restored_checkpoint_id(self) -> int | None:
+        """The checkpoint this attempt restores from (None when fresh): Flink's InitContext#getRestoredCheckpointId."""
+        ...
+
+    @property
     def config(self) -> Mapping[str, str]: ...
 
 

@@ -27,6 +27,7 @@ class _WriterContext:
     attempt_number: int
     restored_state: list[Any] = field(default_factory=list)
     config: Mapping[str, str] = field(default_factory=dict)
+    restored_checkpoint_id: int | None = None
 
 
 class SinkWriterOperator(StreamOperator):
@@ -35,17 +36,21 @@ class SinkWriterOperator(StreamOperator):
         self.sink = sink
         self.writer: SinkWriter[Any] | None = None
         self._restored_state: list[Any] = []
+        self._restored_checkpoint_id: int | None = None
         # checkpoint id -> committables handed to it whose completion this subtask has not heard of
         self._pending: dict[int, list[Any]] = {}
         self._reported = False
 
     def initialize_state(self, context: StateInitializationContext) -> None:
         self._restored_state = list(context.operator_lists.get(WRITER_STATE, [])) if context.is_restored else []
+        self._restored_checkpoint_id = context.restored_checkpoint_id
 
     def open(self) -> None:
         assert self.ctx is not None
         c = self.ctx
-        context = _WriterContext(c.job_id, c.subtask_index, c.parallelism, c.attempt_number, self._restored_state, dict(c.config))
+        context = _WriterContext(
+            c.job_id, c.subtask_index, c.parallelism, c.attempt_number, self._restored_state, dict(c.config), self._restored_checkpoint_id,
+        )
         self.writer = self.sink.create_sink_writer(context)
 
     def process_batch(self, batch: RecordBatch, input_index: int = 0) -> None:
