@@ -48,14 +48,26 @@ def append(table: str, commit: int, rows: int) -> int:
 
 class AppenderProcess:
     """This script in its own process and session (as another writer of the table would be);
-    `lines` are its JSON lines so far, read by a thread; `stop()` kills its whole group."""
+    `lines` are its JSON lines so far, read by a thread; `stop()` kills its whole group.
+    `AppenderProcess.of(argv)` runs another appender that prints one JSON line per commit
+    (e.g. `-m pipelines.live_events ...`)."""
 
     def __init__(self, table: str, commits: int, first: int = 0, rows: int = 400, interval_ms: int = 100) -> None:
+        self._spawn([os.path.abspath(__file__), "--table", table, "--commits", str(commits),
+                     "--rows", str(rows), "--first-commit", str(first), "--interval-ms", str(interval_ms)])
+
+    @classmethod
+    def of(cls, argv: list[str]) -> AppenderProcess:
+        """`python <argv>` from the repository's folder."""
+        appender = cls.__new__(cls)
+        appender._spawn(argv)
+        return appender
+
+    def _spawn(self, argv: list[str]) -> None:
         self.lines: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--table", table, "--commits", str(commits),
-             "--rows", str(rows), "--first-commit", str(first), "--interval-ms", str(interval_ms)],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
+            [sys.executable, *argv], stdout=subprocess.PIPE, text=True, start_new_session=True,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -72,7 +84,7 @@ class AppenderProcess:
         rc = self.proc.wait(timeout=timeout)
         self._reader.join(10)
         if rc != 0:
-            raise RuntimeError(f"delta_appender.py exited with {rc} after {len(self.lines)} commits")
+            raise RuntimeError(f"the appender ({' '.join(map(str, self.proc.args[1:]))}) exited with {rc} after {len(self.lines)} commits")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
