@@ -7,7 +7,8 @@
 - `savepoint_live_jobs` (and the hourly `savepoint_live_jobs_schedule`): a savepoint of every
   running live job, registered; then retention: per job only the newest `keep` savepoints stay,
   the older ones are disposed (files and registry rows).
-- `stop_live_with_savepoint`: stops the live job(s) with a savepoint (FINISHED), registered.
+- `stop_live_with_savepoint`: stops the live job(s) with a savepoint, registered, and waits until
+  the job FINISHED (the savepoint is reported before the job ended).
 - `millrace_restore_sensor`: a live job found FAILED is started again from its latest checkpoint
   or savepoint, at most 3 times per hour; each restart is reported in the sensor's log and in the
   run it launches.
@@ -48,6 +49,7 @@ from runtime.core.states import JobStatus
 
 RESTARTS_PER_HOUR = 3
 HOUR_S = 3600.0
+STOP_TIMEOUT_S = 60.0  # how long a stop waits for its job to end after the savepoint
 
 
 class LiveRunningTotalsConfig(Config):
@@ -186,8 +188,25 @@ def stop_live(
     for j in running:
         path = client.stop_with_savepoint(j["jid"], warehouse.savepoint_path(program.LIVE_JOB_NAME), drain=config.drain, context=context)
         paths.append(_register(context, registry, j["name"], path).path)
+        # the savepoint is reported before the job has ended (its tasks are still being ended): wait for
+        # that, so a start right after this run does not find the job still running
+        state = _wait_ended(millrace_session, j["jid"], STOP_TIMEOUT_S)
+        if state != JobStatus.FINISHED.name:
+            context.log.warning(f"Millrace job {j['jid']} stopped with a savepoint but is {state} (not FINISHED) after {STOP_TIMEOUT_S:.0f} s")
     context.add_output_metadata({"stopped": len(paths), "paths": "\n".join(paths) or "none"})
     return paths
+
+
+def _wait_ended(millrace: MillraceClusterResource, job_id: str, timeout_s: float) -> str:
+    """The job's state once it is globally terminal, or its state when `timeout_s` ran out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = next((str(j["state"]) for j in millrace.get_client().list_jobs() if j["jid"] == job_id), None)
+        if state is None:
+            return "no longer listed"
+        if JobStatus(state).is_globally_terminal or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
 
 
 @job(description="Start the live running_totals job on the session cluster from the newest registered savepoint (detached).")
