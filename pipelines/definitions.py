@@ -7,7 +7,7 @@ Resources:
   the assets (daily_events / running_totals are the savepoint backfill, pipelines/daily_totals.py).
   Switch it to `mode: session` to run them on a session cluster instead.
 - `millrace_session`: MillraceClusterResource in session mode for the streaming jobs (and the live
-  running_totals lifecycle, pipelines/live.py); the cluster
+  running_totals lifecycle, pipelines/live.py, whose input the `live_events` asset appends); the cluster
   is MILLRACE_URL + MILLRACE_TOKEN when set (EnvVar), else the cluster file under MILLRACE_HOME.
 - `warehouse`: DeltaWarehouseResource; base location MILLRACE_WAREHOUSE or <project>/warehouse.
 - `millrace_autoscaler`: the autoscaling sensor's settings (pipelines/autoscaling_sensor.py): target
@@ -23,6 +23,9 @@ from pipelines.autoscaling_sensor import MillraceAutoscalerResource, apply_millr
 from pipelines.checks import table_checks
 from pipelines.daily_totals import daily_events, running_totals
 from pipelines.live import (
+    live_events,
+    live_events_job,
+    live_events_schedule,
     millrace_restore_sensor,
     savepoint_live_jobs,
     savepoint_live_jobs_schedule,
@@ -63,13 +66,13 @@ asset_checks = [
 ]
 
 defs = Definitions(
-    assets=[windowed_sum_table, user_minute_totals, daily_events, running_totals],
+    assets=[windowed_sum_table, user_minute_totals, daily_events, running_totals, live_events],
     asset_checks=asset_checks,
     jobs=[
         daily_tables_job, user_minute_totals_job, submit_live_activity_job, cancel_live_activity_job,
-        start_live_running_totals_job, savepoint_live_jobs, stop_live_with_savepoint, apply_millrace_rescale,
+        start_live_running_totals_job, savepoint_live_jobs, stop_live_with_savepoint, apply_millrace_rescale, live_events_job,
     ],
-    schedules=[daily_tables_schedule, savepoint_live_jobs_schedule],
+    schedules=[daily_tables_schedule, savepoint_live_jobs_schedule, live_events_schedule],
     sensors=[windowed_sum_version_sensor, millrace_failure_sensor, millrace_restore_sensor, millrace_autoscaling_sensor],
     resources=resources,
 )

@@ -1,9 +1,17 @@
-"""The live running_totals job on a session cluster, and its savepoint lifecycle.
+"""The live running_totals job on a session cluster, its input, and its savepoint lifecycle.
 
-- `start_live_running_totals`: submits pipelines/jobs/running_totals.py --streaming detached,
-  restored from the newest registered savepoint (a day's, or a live one), or from `restore_from`
-  (the restore sensor passes the failed job's latest checkpoint). Its Millrace name
-  `running_totals_live-from-<day>` says the first day of its live events.
+- `live_events` (asset; `live_events_schedule` runs it every minute, off by default): appends the
+  next events to the Delta table `<warehouse>/live_events` (pipelines/live_events.py: the daily
+  events continued, from the day after the newest day of daily_events; idempotent, resumable
+  appends). `python -m pipelines.live_events --rate ...` is the same appender as a long-running
+  process, for a live stream at a steady rate.
+- `start_live_running_totals`: submits pipelines/jobs/running_totals.py --streaming detached: a
+  continuous DeltaSource following live_events, restored from the newest registered savepoint (a
+  day's, or a live one), or from `restore_from` (the restore sensor passes the failed job's latest
+  checkpoint). From a live savepoint or checkpoint it reads on from the positions in it (exactly
+  once); from a daily savepoint of day D-1 it starts at the first version of live_events holding
+  day D (or `starting_version`). Its Millrace name `running_totals_live-from-<day>` says the first
+  day of its live events.
 - `savepoint_live_jobs` (and the hourly `savepoint_live_jobs_schedule`): a savepoint of every
   running live job, registered; then retention: per job only the newest `keep` savepoints stay,
   the older ones are disposed (files and registry rows).
@@ -21,15 +29,19 @@ import time
 from typing import Any
 
 from dagster import (
+    AssetExecutionContext,
     Config,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     Failure,
+    MaterializeResult,
     OpExecutionContext,
     RunRequest,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SkipReason,
+    asset,
+    define_asset_job,
     job,
     op,
     schedule,
@@ -37,26 +49,41 @@ from dagster import (
 )
 from pydantic import Field
 
-from pipelines.daily_totals import TOTALS_TABLE
+from pipelines import live_events as events
+from pipelines.assets import delta_table_metadata
+from pipelines.daily_totals import EVENTS_TABLE, GROUP, TOTALS_TABLE, daily_events
 from pipelines.jobs import running_totals as program
 from pipelines.jobs.daily_events import day_index, day_name
 from pipelines.savepoint_registry import LIVE_PREFIX, SavepointEntry, SavepointRegistry, live_partition
 from resources.millrace import MillraceClusterResource
 from resources.warehouse import DeltaWarehouseResource
 from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.core.errors import InvalidProgramError, StorageError
+from runtime.core.errors import ConfigurationError, InvalidProgramError, StorageError
 from runtime.core.states import JobStatus
 
 RESTARTS_PER_HOUR = 3
 HOUR_S = 3600.0
 STOP_TIMEOUT_S = 60.0  # how long a stop waits for its job to end after the savepoint
+EVENTS_PER_MINUTE = 60_000  # what the schedule appends every minute: 1,000 events per second
+
+
+class LiveEventsConfig(Config):
+    events: int = Field(default=EVENTS_PER_MINUTE, ge=1, description="events to append, continuing where the table's appends ended")
+    events_per_day: int = Field(default=100_000, ge=1, description="events in one day, as daily_events' (one value per table)")
+    start_day: str = Field(
+        default="", description="first append only: the first day of live events; empty: the day after the newest day of daily_events"
+    )
 
 
 class LiveRunningTotalsConfig(Config):
-    rate: int = Field(default=1_000, ge=1, description="live events per second")
-    events_per_day: int = Field(default=100_000, ge=1, description="events per day of the generator (as daily_events)")
     parallelism: int = Field(default=2, ge=1, description="parallelism of the Millrace job")
     checkpoint_interval_ms: int = Field(default=10_000, ge=100, description="checkpoint interval of the live job")
+    discovery_interval_ms: int = Field(default=1_000, ge=10, description="how often the job looks for new commits of live_events")
+    starting_version: int | None = Field(
+        default=None, ge=0,
+        description="from a daily savepoint only: the version of live_events to start at; empty: the first version holding the start day's "
+        "events (a live savepoint or checkpoint holds its own read positions)",
+    )
     restart_attempts: int = Field(
         default=3, ge=0, description="restarts inside Millrace before the job FAILS (then the restore sensor takes over)"
     )
@@ -92,7 +119,58 @@ def start_point(registry: SavepointRegistry, restore_from: str, start_day: str) 
     return newest.path, day_name(day_index(newest.partition) + 1)  # the day after the last daily savepoint
 
 
-@op(description="Submit the live running_totals job to the session cluster, restored from the newest registered savepoint.")
+def newest_daily_day(warehouse: DeltaWarehouseResource) -> str | None:
+    """The newest day partition of daily_events (None without the table or its days)."""
+    path = warehouse.table_path(EVENTS_TABLE)
+    if warehouse.table_version(path) is None:
+        return None
+    days = [str(f.partition_values.get("day")) for f in warehouse.snapshot(path).files]
+    return max(days) if days else None
+
+
+@asset(
+    group_name=GROUP,
+    kinds={"python", "delta"},
+    deps=[daily_events],
+    description="The daily events continued, appended to the Delta table live_events (the live running_totals job follows it).",
+)
+def live_events(context: AssetExecutionContext, config: LiveEventsConfig, warehouse: DeltaWarehouseResource) -> MaterializeResult:
+    path, opts = warehouse.table_path(events.TABLE), warehouse.options()
+    start_day = config.start_day or None
+    if events.next_index(path, config.events_per_day, opts) is None and start_day is None:
+        newest = newest_daily_day(warehouse)
+        if newest is None:
+            raise Failure(description=f"live_events: the first append needs start_day, or daily_events in {warehouse.table_path(EVENTS_TABLE)}")
+        start_day = day_name(day_index(newest) + 1)
+    try:
+        appended = events.append(path, config.events, config.events_per_day, start_day, opts)
+    except ConfigurationError as e:
+        raise Failure(description=str(e)) from e
+    first, end = appended[0].first, appended[-1].end
+    context.log.info(f"{path}: events {first:,} to {end - 1:,} appended ({', '.join(f'{a.day}: version {a.version}' for a in appended)})")
+    return MaterializeResult(
+        metadata={
+            "first_index": first, "end_index": end, "events": end - first, "days": ", ".join(a.day for a in appended),
+            "versions": ", ".join(str(a.version) for a in appended), **delta_table_metadata(warehouse, path),
+        }
+    )
+
+
+live_events_job = define_asset_job("live_events_job", selection=[live_events], description="Append the next live events.")
+
+
+@schedule(
+    job=live_events_job,
+    cron_schedule="* * * * *",
+    execution_timezone="UTC",
+    default_status=DefaultScheduleStatus.STOPPED,
+    description=f"Every minute: append {EVENTS_PER_MINUTE:,} live events (1,000 per second) for the live running_totals job.",
+)
+def live_events_schedule(context: ScheduleEvaluationContext) -> Any:
+    return RunRequest(run_key=f"live-events-{context.scheduled_execution_time.isoformat()}")
+
+
+@op(description="Submit the live running_totals job (following live_events) to the session cluster, restored from the newest registered savepoint.")
 def start_live_running_totals(
     context: OpExecutionContext, config: LiveRunningTotalsConfig, millrace_session: MillraceClusterResource, warehouse: DeltaWarehouseResource
 ) -> str:
@@ -103,7 +181,10 @@ def start_live_running_totals(
         context.log.warning(config.reason)
     restore, start_day = start_point(SavepointRegistry(warehouse), config.restore_from, config.start_day)
     name = program.live_job_name(start_day)
+    events_path = warehouse.table_path(events.TABLE)
     try:
+        events.create(events_path, warehouse.options())  # the job may start before the first append
+        starting = program.live_starting_version(events_path, start_day, restore, config.starting_version)
         env = StreamExecutionEnvironment.get_execution_environment(
             program.configure(restore, warehouse.savepoint_path(program.LIVE_JOB_NAME), stop_at_end=False)
         )
@@ -113,12 +194,19 @@ def start_live_running_totals(
                            "restart-strategy.fixed-delay.delay": "1 s"})
         else:
             env.configure({"restart-strategy.type": "none"})
-        program.build_live(env, start_day, config.events_per_day, config.rate, warehouse.table_path(TOTALS_TABLE), config.checkpoint_interval_ms)
-    except InvalidProgramError as e:
+        program.build_live(env, events_path, start_day, warehouse.table_path(TOTALS_TABLE), starting,
+                           config.checkpoint_interval_ms, config.discovery_interval_ms)
+    except (InvalidProgramError, StorageError) as e:
         raise Failure(description=f"cannot start {name}: {e}") from e
+    reads_from = "the read positions in the restored state" if starting is None else f"version {starting}"
+    if starting is None and config.starting_version is not None:
+        context.log.warning(f"starting_version {config.starting_version} ignored: {restore} holds the live job's read positions")
     submitted = millrace_session.get_client().submit(env.get_job_graph(name), detached=True, context=context)
-    context.log.info(f"live job {submitted.job_id} '{name}' restored from {restore}, live events from {start_day}")
-    context.add_output_metadata({"millrace_job_id": submitted.job_id, "millrace_job_name": name, "restored_from": restore, "start_day": start_day})
+    context.log.info(f"live job {submitted.job_id} '{name}' restored from {restore}, live events from {start_day}, {events_path} from {reads_from}")
+    context.add_output_metadata({
+        "millrace_job_id": submitted.job_id, "millrace_job_name": name, "restored_from": restore, "start_day": start_day,
+        "live_events": events_path, "reads_from": reads_from,
+    })
     return submitted.job_id
 
 

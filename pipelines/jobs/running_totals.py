@@ -13,11 +13,20 @@ day's input stops with a drained savepoint (execution.end-of-input.savepoint: ev
 timer fires, then the totals are saved for the next day). The job's result names the savepoint
 (accumulator `savepoint_path`).
 
-Live (`--streaming`): the same operator (uid "running-totals") fed by an unbounded, rate-limited
-generator that continues the daily events from `--start-day` on, appending to the output; restored
-from the last day's savepoint it continues the totals. Sources and sinks have their own uids per
-day and mode, so only the totals are taken from a savepoint (the rest is skipped, as with
---allow-non-restored-state); a savepoint without the totals is refused.
+Live (`--streaming`): the same operator (uid "running-totals") fed by a continuous DeltaSource
+that follows the `live_events` table (pipelines/live_events.py: the daily events continued,
+appended commit by commit), appending to the output; event time from `ts_ms`. Restored from the
+daily savepoint of day D-1 it continues the totals from the first version of the live table that
+holds events of day D (`--start-day`), or from `--starting-version`; events before D are dropped
+(the daily savepoints counted them). Restored from a live job's savepoint or checkpoint, the
+source reads on from the positions in it (the next version to read, and per unfinished file the
+rows done): exactly once. Sources and sinks have their own uids per day and mode, so from a daily
+savepoint only the totals are taken (the rest is skipped, as with --allow-non-restored-state); a
+savepoint without the totals is refused, and so is a live savepoint without the live table's
+read positions.
+
+    millrace run pipelines/jobs/running_totals.py --streaming --input warehouse/live_events \
+        --start-day 2026-01-03 --output warehouse/running_totals --savepoint <day 2026-01-02's savepoint>
 
 Per user the state is the totals of the days already emitted plus the events of days not yet
 emitted (a map day -> counts): a day's row is emitted by an event-time timer at the end of that
@@ -33,12 +42,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipelines.jobs.daily_events import DAY_MS, EVENT_COLUMNS, day_index, day_name, day_start_ms, event_columns
+from pipelines.jobs.daily_events import DAY_MS, EVENT_COLUMNS, day_index, day_name, day_start_ms
+from pipelines.live_events import first_version_of_day
 from runtime.api.common import Configuration, Row, TimestampAssigner, Types, WatermarkStrategy
-from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.delta import DeltaSink
 from runtime.api.connectors.delta_source import DeltaSource
-from runtime.api.connectors.generator import DataGeneratorSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.functions import KeyedProcessFunction, RuntimeContext
 from runtime.api.datastream.state import MapStateDescriptor, ValueStateDescriptor
@@ -71,7 +79,6 @@ OUTPUT_SCHEMA = pa.schema(
     [("user_id", pa.int64()), ("day", pa.string()), ("events_total", pa.int64()), ("value_total", pa.int64())]
 )
 OUTPUT_TYPE = Types.ROW_NAMED(list(OUTPUT_COLUMNS), [Types.LONG(), Types.STRING(), Types.LONG(), Types.LONG()])
-EVENT_TYPE = Types.ROW_NAMED(list(EVENT_COLUMNS), [Types.LONG(), Types.LONG(), Types.LONG()])
 COUNTS = Types.TUPLE([Types.LONG(), Types.LONG()])
 
 # operator uids: the state in a savepoint is keyed by them (change them and the state is lost). A
@@ -79,7 +86,9 @@ COUNTS = Types.TUPLE([Types.LONG(), Types.LONG()])
 # today's, so its state is left behind on restore; the totals must be there (checked up front).
 TOTALS_UID = "running-totals"
 DAILY_SINK_UID = "daily-totals-sink"
-LIVE_SOURCE_UID, LIVE_SINK_UID = "live-events", "live-totals-sink"
+# the live source reads the live_events table; "live-events" was the generator that fed the live job
+# before: its savepoints hold no position in the table (refused, see restores_live_positions)
+LIVE_SOURCE_UID, LIVE_SINK_UID = "live-events-table", "live-totals-sink"
 
 
 def daily_source_uid(day: str) -> str:
@@ -112,18 +121,15 @@ class RunningTotals(KeyedProcessFunction):
         yield Row(user_id=ctx.get_current_key(), day=day_name(d - epoch_day0), events_total=events, value_total=total)
 
 
-class LiveEvents:
-    """The daily events' generator from global index `first` on (an unbounded continuation)."""
+class DropBefore:
+    """Keeps the events at or after `start_ms` (a batch function: the events before it were counted by the daily savepoint)."""
 
-    def __init__(self, first: int, events_per_day: int) -> None:
-        self.first, self.events_per_day = first, events_per_day
+    def __init__(self, start_ms: int) -> None:
+        self.start_ms = start_ms
 
-    def columns(self, i: np.ndarray) -> dict[str, np.ndarray]:
-        return event_columns(i + self.first, self.events_per_day)
-
-    def __call__(self, i: int) -> Row:
-        cols = self.columns(np.array([i], dtype=np.int64))
-        return Row(**{c: int(cols[c][0]) for c in EVENT_COLUMNS})
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        keep = batch["ts_ms"] >= self.start_ms
+        return batch if keep.all() else {c: v[keep] for c, v in batch.items()}
 
 
 def configure(savepoint: str | None, savepoint_dir: str | None, stop_at_end: bool) -> Configuration:
@@ -172,17 +178,72 @@ def build_daily(env: StreamExecutionEnvironment, day: str, input_path: str, outp
     return source
 
 
-def build_live(env: StreamExecutionEnvironment, start_day: str, events_per_day: int, rate: int, output: str, checkpoint_interval_ms: int) -> None:
-    """Unbounded: the events from `start_day` on at `rate` per second -> totals appended to `output`."""
-    if events_per_day < 1 or rate < 1:
-        raise InvalidProgramError(f"running_totals --streaming: events_per_day and rate must be >= 1, got {events_per_day}, {rate}")
+def restores_live_positions(savepoint: str | None) -> bool:
+    """True if `savepoint` (or checkpoint) holds the live source's read positions in the live events
+    table (a live job's): the restored source continues exactly there. False for a daily savepoint (or
+    none). A live savepoint without them (taken when the live job read a generator) is refused: its
+    totals count events up to a position that is not in the table."""
+    if not savepoint:
+        return False
+    from runtime.storage.savepoints import read_savepoint
+
+    try:
+        operators = set(read_savepoint(savepoint).parallelism)
+    except Exception as e:  # a missing or broken savepoint: say which
+        raise InvalidProgramError(f"running_totals: cannot read the savepoint {savepoint}: {e}") from e
+    if LIVE_SOURCE_UID in operators:
+        return True
+    if LIVE_SINK_UID in operators:
+        raise InvalidProgramError(
+            f"running_totals --streaming: {savepoint} was taken by a live job that did not read the live events table "
+            f"(no state of '{LIVE_SOURCE_UID}'), so where its totals end in that table is unknown; restore from the newest "
+            "daily savepoint instead (the live job then starts at the first version of the day after it)"
+        )
+    return False
+
+
+def live_starting_version(events_path: str, start_day: str, savepoint: str | None, starting_version: int | None = None) -> int | None:
+    """Where the live source starts reading `events_path`: None from a live savepoint or checkpoint
+    (the restored source continues from its read positions); else (a daily savepoint of the day
+    before `start_day`, or none) `starting_version`, or the first version holding events of `start_day`."""
+    if restores_live_positions(savepoint):
+        return None
+    if starting_version is not None:
+        return starting_version
+    try:
+        return first_version_of_day(events_path, start_day)
+    except Exception as e:  # no table, a bad day, a cleaned-up log
+        raise InvalidProgramError(f"running_totals --streaming: cannot find where {start_day} starts in {events_path}: {e}") from e
+
+
+def build_live(
+    env: StreamExecutionEnvironment,
+    events_path: str,
+    start_day: str,
+    output: str,
+    starting_version: int | None,
+    checkpoint_interval_ms: int = 1_000,
+    discovery_interval_ms: int = 1_000,
+) -> DeltaSource:
+    """Unbounded: the live events table's commits from `starting_version` on (None: from the read
+    positions of the savepoint the job restores; see live_starting_version), events from `start_day`
+    on -> totals appended to `output`."""
+    start_ms = int(day_start_ms(day_index(start_day)))
+    if starting_version is None and not env.get_configuration().get_string(SAVEPOINT_PATH_KEY, ""):
+        raise InvalidProgramError("running_totals --streaming: no starting version and no savepoint to take the read positions from")
     env.enable_checkpointing(checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    live = LiveEvents(day_index(start_day) * events_per_day, events_per_day)
-    source = DataGeneratorSource(
-        live, 2**62, EVENT_TYPE, rate_limiter_strategy=RateLimiterStrategy.per_second(rate), batch_generator=live.columns
+    source = (
+        DeltaSource.for_table(events_path).columns(list(EVENT_COLUMNS)).continuous(discovery_interval_ms)
+        # restored, the enumerator's state replaces the starting point: "latest" is not used then
+        .starting_version("latest" if starting_version is None else starting_version).build()
     )
-    events = env.from_source(source, WatermarkStrategy.no_watermarks(), "live events").uid(LIVE_SOURCE_UID).set_parallelism(1)
+    # parallelism 1: the table's files are read in version (= time) order, so watermarks need no out-of-orderness
+    events = (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "live events").uid(LIVE_SOURCE_UID).set_parallelism(1)
+        .map_batches(DropBefore(start_ms), output_type=source.get_type_info()).name(f"events from {start_day}").set_parallelism(1)
+    )
     _totals(events).sink_to(DeltaSink(output, schema=OUTPUT_SCHEMA, partition_by="day")).name("delta: running_totals (live)").uid(LIVE_SINK_UID)
+    return source
 
 
 def _totals(events: Any) -> Any:
@@ -200,23 +261,27 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", required=True, help="the output Delta table (partitioned by day)")
     parser.add_argument("--day", help="daily: the day to process (YYYY-MM-DD)")
-    parser.add_argument("--input", help="daily: the daily_events Delta table")
+    parser.add_argument("--input", help="the daily_events Delta table (daily), the live_events table (--streaming)")
     parser.add_argument("--savepoint", default=None, help="restore the totals from this savepoint (e.g. the previous day's)")
     parser.add_argument("--savepoint-dir", default=None, help="where the final savepoint goes (default <warehouse>/_savepoints/running_totals)")
-    parser.add_argument("--streaming", action="store_true", help="read the unbounded live events instead of one day")
+    parser.add_argument("--streaming", action="store_true", help="follow the live events table instead of reading one day")
     parser.add_argument("--start-day", help="--streaming: the first day of live events (the day after the savepoint's)")
-    parser.add_argument("--events-per-day", type=int, default=100_000, help="--streaming: events per day of the generator")
-    parser.add_argument("--rate", type=int, default=1_000, help="--streaming: events per second")
+    parser.add_argument("--starting-version", type=int, default=None,
+                        help="--streaming from a daily savepoint: the live table's version to start at (default: the first holding --start-day)")
+    parser.add_argument("--discovery-interval-ms", type=int, default=1_000, help="--streaming: how often to look for new commits")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=1_000, help="--streaming: checkpoint interval")
     args = parser.parse_args(argv)
+    if not args.input:
+        parser.error("--input is required (daily: the daily_events table; --streaming: the live_events table)")
     if args.streaming and not args.start_day:
         parser.error("--streaming needs --start-day")
-    if not args.streaming and not (args.day and args.input):
-        parser.error("a daily run needs --day and --input (or use --streaming)")
+    if not args.streaming and not args.day:
+        parser.error("a daily run needs --day (or use --streaming)")
     conf = configure(args.savepoint, args.savepoint_dir, stop_at_end=not args.streaming)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     if args.streaming:
-        build_live(env, args.start_day, args.events_per_day, args.rate, args.output, args.checkpoint_interval_ms)
+        start = live_starting_version(args.input, args.start_day, args.savepoint, args.starting_version)
+        build_live(env, args.input, args.start_day, args.output, start, args.checkpoint_interval_ms, args.discovery_interval_ms)
     else:
         build_daily(env, args.day, args.input, args.output)
     env.execute(live_job_name(args.start_day) if args.streaming else JOB_NAME)

@@ -1,6 +1,7 @@
 """The running_totals program on a MiniCluster (local-process TaskManagers): days chained through
-end-of-input savepoints, re-running a day, and the live job continuing from the last day's
-savepoint; every total is checked against a plain count over the generator."""
+end-of-input savepoints, re-running a day, and the live job following the live events table from
+the last day's savepoint, stopped with a savepoint and restored while the table grows; every total
+is checked against a plain count over the generator."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,15 +9,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipelines import live_events
 from pipelines.jobs import running_totals
-from pipelines.jobs.daily_events import day_events, reference_totals
+from pipelines.jobs.daily_events import day_events
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
 from runtime.storage.delta_read import read_table
 from runtime.storage.delta_write import replace_rows
 from runtime.storage.savepoints import read_savepoint
-from tests.running_totals_support import day_rows, totals_by_user_day
+from tests.integration.runtime.test_savepoints import savepoint
+from tests.running_totals_support import day_rows, expected_by_day, totals_by_user_day
 from tests.running_totals_support import expected_for_day as expected_for_n
 from tests.waiting import wait_until
 
@@ -61,32 +64,52 @@ def test_days_chain_through_savepoints_and_a_rerun_gives_the_same_rows(mini_clus
     assert read_table(str(tmp_path / "totals")).num_rows == sum(len(v) for v in before.values())
 
 
-def test_the_live_job_continues_the_totals_of_the_last_days_savepoint(mini_cluster: MiniCluster, tmp_path: Path) -> None:
-    write_days(str(tmp_path / "events"), DAYS[:1])
-    first = run_day(mini_cluster, tmp_path, DAYS[0], None)
-    conf = running_totals.configure(first.accumulators["savepoint_path"], None, stop_at_end=False)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(2)
-    live_out = str(tmp_path / "live")
-    running_totals.build_live(env, "2026-01-02", N, rate=6_000, output=live_out, checkpoint_interval_ms=300)
-    client = mini_cluster.submit(env.get_job_graph(running_totals.JOB_NAME + "_live"))
+def _days_out(table: str, *days: str) -> bool:
     try:
-        # a day of live events takes N / rate = 0.5 s: wait for three whole days in the output
-        def days_out() -> set[str] | None:
-            try:
-                days = set(read_table(live_out, columns=["day"]).column("day").to_pylist())
-            except Exception:  # noqa: BLE001 - no table yet
-                return None
-            return days if {"2026-01-02", "2026-01-03", "2026-01-04"} <= days else None
+        have = set(read_table(table, columns=["day"]).column("day").to_pylist())
+    except Exception:  # noqa: BLE001 - no table yet
+        return False
+    return set(days) <= have
 
-        wait_until(days_out, timeout=60, what="three live days in the output")
+
+def live_env(savepoint: str, savepoints: str | None = None) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment(running_totals.configure(savepoint, savepoints, stop_at_end=False))
+    env.set_parallelism(2)
+    return env
+
+
+def test_the_live_job_follows_the_live_table_from_the_last_days_savepoint_and_a_stop_and_restore_is_exactly_once(
+    mini_cluster: MiniCluster, tmp_path: Path
+) -> None:
+    write_days(str(tmp_path / "events"), DAYS[:1])
+    day1 = run_day(mini_cluster, tmp_path, DAYS[0], None).accumulators["savepoint_path"]
+    live_in, live_out = str(tmp_path / "live_events"), str(tmp_path / "live")
+    # the live table starts a day early (its day 1 is in the daily savepoint already), in commits of half a day
+    commits = [a for _ in range(7) for a in live_events.append(live_in, N // 2, N, start_day=DAYS[0])]
+    start = running_totals.live_starting_version(live_in, DAYS[1], day1)
+    assert start == next(a.version for a in commits if a.day == DAYS[1])  # the first commit of day 2
+    env = live_env(day1, str(tmp_path / "savepoints"))
+    running_totals.build_live(env, live_in, DAYS[1], live_out, start, checkpoint_interval_ms=200, discovery_interval_ms=100)
+    client = mini_cluster.submit(env.get_job_graph(running_totals.live_job_name(DAYS[1])))
+    try:
+        wait_until(lambda: _days_out(live_out, "2026-01-02", "2026-01-03"), timeout=60, what="live days 2 and 3 in the output")
+        stopped = savepoint(mini_cluster, client.job_id, stop=True)
+        assert stopped.status == "COMPLETED", stopped.failure
     finally:
         client.cancel()
-    seen = totals_by_user_day(live_out)
-    day1 = reference_totals(DAYS[0], N)
-    reference = {day: reference_totals(day, N) for day in {d for _, d in seen}}
-    for (user, day), totals in seen.items():
-        assert totals == reference[day][user], (user, day)  # exactly the events through that day
-        assert totals >= day1.get(user, (0, 0))
-    # every user of a completed live day has a row
-    assert {u for (u, d) in seen if d == "2026-01-02"} == set(day_events("2026-01-02", N)["user_id"].tolist())
+    assert stopped.location is not None
+    # appended while no job reads the table; the restored job reads on from the savepoint's positions
+    live_events.append(live_in, 2 * N + N // 2, N)
+    assert running_totals.live_starting_version(live_in, DAYS[1], stopped.location) is None  # the savepoint's positions
+    env = live_env(stopped.location)
+    running_totals.build_live(env, live_in, DAYS[1], live_out, None, checkpoint_interval_ms=200, discovery_interval_ms=100)
+    client = mini_cluster.submit(env.get_job_graph(running_totals.live_job_name(DAYS[1])))
+    try:
+        wait_until(lambda: _days_out(live_out, "2026-01-04", "2026-01-05"), timeout=60, what="live days 4 and 5 in the output")
+    finally:
+        client.cancel()
+    seen = totals_by_user_day(live_out)  # fails on a (user, day) written twice
+    days = sorted({d for _, d in seen})
+    assert days[:4] == ["2026-01-02", "2026-01-03", "2026-01-04", "2026-01-05"], days  # nothing of day 1 from the live job
+    for day, expected in expected_by_day(days, N).items():
+        assert {u: t for (u, d), t in seen.items() if d == day} == expected, day

@@ -19,6 +19,8 @@ def test_asset_graph_has_the_lineage():
     assert (mapping.start_offset, mapping.end_offset) == (-1, -1)
     assert totals.partitions_def.get_first_partition_key() == "2026-01-01"
     assert {c.name for c in totals.check_keys} == {"totals_carry_forward"}
+    # the live events continue the daily ones
+    assert graph.get(AssetKey("live_events")).parent_keys == {AssetKey("daily_events")}
 
 
 def test_launchpad_config_is_typed_and_documented():
@@ -49,10 +51,23 @@ def test_jobs_sensors_and_schedule_are_registered():
     assert {s.name for s in repo.sensor_defs} == {
         "windowed_sum_version_sensor", "millrace_failure_sensor", "millrace_restore_sensor", "millrace_autoscaling_sensor",
     }
-    assert {s.name for s in repo.schedule_defs} == {"daily_tables_schedule", "savepoint_live_jobs_schedule"}
+    assert {s.name for s in repo.schedule_defs} == {"daily_tables_schedule", "savepoint_live_jobs_schedule", "live_events_schedule"}
     assert defs.get_schedule_def("savepoint_live_jobs_schedule").cron_schedule == "0 * * * *"
+    assert defs.get_schedule_def("live_events_schedule").cron_schedule == "* * * * *"
     for name in (
         "submit_live_activity_job", "cancel_live_activity_job", "start_live_running_totals_job", "savepoint_live_jobs", "stop_live_with_savepoint",
         "apply_millrace_rescale",
     ):
         assert "millrace_session" in defs.resolve_job_def(name).required_resource_keys
+
+
+def test_the_live_jobs_launchpad_config_names_the_live_table_not_a_rate():
+    ops = defs.resolve_job_def("start_live_running_totals_job").run_config_schema.config_type.fields["ops"].config_type.fields
+    fields = ops["start_live_running_totals"].config_type.fields["config"].config_type.fields
+    assert set(fields) == {
+        "parallelism", "checkpoint_interval_ms", "discovery_interval_ms", "starting_version", "restart_attempts", "restore_from", "start_day", "reason",
+    }
+    assert all(f.description for f in fields.values())
+    # the rate and the events per day belong to the appender (the live_events asset, pipelines/live_events.py)
+    appends = defs.resolve_job_def("live_events_job").run_config_schema.config_type.fields["ops"].config_type.fields
+    assert set(appends["live_events"].config_type.fields["config"].config_type.fields) == {"events", "events_per_day", "start_day"}
