@@ -18,7 +18,7 @@ import numpy as np
 
 from runtime.api.operators.base import InputStatus, OperatorContext, Output, SourceOperator, StreamOperator
 from runtime.core.keygroups import KeyGroupRange, compute_key_group_range_for_operator_index
-from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch, Watermark
+from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
 
 if TYPE_CHECKING:
     from runtime.core.checkpoint import KeyedSnapshot, OperatorSnapshot
@@ -176,6 +176,112 @@ def run_source(op: SourceOperator, **ctx_kwargs: Any) -> CollectingOutput:
     op.finish()
     op.close()
     return out
+
+
+class _CoordinatorGateway:
+    """A source subtask's events to its coordinator, as the TaskExecutor's RPC would carry them."""
+
+    def __init__(self, coordinator: Any, subtask: int, attempt: int = 0) -> None:
+        self.coordinator, self.subtask, self.attempt = coordinator, subtask, attempt
+
+    def send_event_to_coordinator(self, event: Any) -> None:
+        self.coordinator.handle_event_from_operator(self.subtask, self.attempt, event)
+
+
+@dataclass
+class SourceRunCheckpoint:
+    coordinator: bytes | None
+    splits: list[list[Any]]  # per subtask
+
+
+class SourceRun:
+    """A FLIP-27 source's `parallelism` subtasks in-process: each a SourceReaderOperator with its
+    own CollectingOutput, the enumerator in a real SourceCoordinator, events routed both ways as
+    the runtime routes them. All subtasks open (register, ask for splits) before any runs, as on a
+    cluster; `step(i)` is one emit_next of subtask i; the end of input gets the task's MAX watermark.
+    `restored`: a checkpoint (the coordinator's state as is, each subtask's splits as given)."""
+
+    def __init__(
+        self, source: Any, parallelism: int, restored: SourceRunCheckpoint | None = None, strategy: Any = None, max_parallelism: int = 128
+    ) -> None:
+        from runtime.api.connectors.source import SourceCoordinatorProvider, SourceReaderOperator
+        from runtime.core.checkpoint import StateInitializationContext
+        from runtime.core.operators import FixedCoordinatorContext
+
+        self.coordinator = SourceCoordinatorProvider(source).create(FixedCoordinatorContext("job-test", "source", parallelism))
+        if restored is None:
+            self.coordinator.start()
+        else:
+            self.coordinator.reset_coordinator(7, restored.coordinator)
+        self.ops: list[Any] = []
+        self.outs: list[CollectingOutput] = []
+        self.ended = [False] * parallelism
+        for i in range(parallelism):
+            op = SourceReaderOperator(source, strategy)
+            out = CollectingOutput()
+            op.setup(make_context(out, subtask=i, parallelism=parallelism, max_parallelism=max_parallelism, gateway=_CoordinatorGateway(self.coordinator, i)))
+            splits = restored.splits[i] if restored is not None else None
+            op.initialize_state(
+                StateInitializationContext()
+                if splits is None
+                else StateInitializationContext(restored_checkpoint_id=7, operator_lists={"splits": list(splits)} if splits else {})
+            )
+            self.ops.append(op)
+            self.outs.append(out)
+        for op in self.ops:
+            op.open()
+        self.route()
+
+    def route(self) -> None:
+        sent = self.coordinator.context.sent
+        while sent:
+            subtask, _attempt, event = sent.pop(0)
+            self.ops[subtask].handle_operator_event(event)
+
+    def step(self, subtask: int) -> InputStatus:
+        if self.ended[subtask]:
+            return InputStatus.END_OF_INPUT
+        op = self.ops[subtask]
+        status = op.emit_next()
+        self.route()
+        if status is InputStatus.END_OF_INPUT:
+            self.ended[subtask] = True
+            op.output.emit_watermark(Watermark(MAX_TIMESTAMP))
+            op.finish()
+            op.close()
+        return status
+
+    def steps(self, subtask: int, batches: int) -> None:
+        """Up to `batches` emit_next calls of one subtask that emit something (stops at its end)."""
+        for _ in range(batches):
+            if self.step(subtask) is InputStatus.END_OF_INPUT:
+                return
+
+    def run(self, max_rounds: int = 1_000_000) -> SourceRun:
+        """Every subtask one step at a time, round-robin, until all ended."""
+        for _ in range(max_rounds):
+            if all(self.ended):
+                return self
+            for i in range(len(self.ops)):
+                self.step(i)
+        raise AssertionError(f"the source did not end in {max_rounds} rounds")
+
+    def checkpoint(self, checkpoint_id: int = 3) -> SourceRunCheckpoint:
+        """The coordinator first, then every subtask (the runtime's order)."""
+        state = self.coordinator.checkpoint_coordinator(checkpoint_id)
+        splits = []
+        for op in self.ops:
+            snap = op.snapshot_state(checkpoint_id) if op.reader is not None else None
+            splits.append(list(snap.operator_lists.get("splits", [])) if snap is not None else [])
+        return SourceRunCheckpoint(state, splits)
+
+    def values(self, subtask: int) -> list[Any]:
+        return self.outs[subtask].values()
+
+
+def run_split_source(source: Any, parallelism: int = 1, **kwargs: Any) -> list[CollectingOutput]:
+    """Every subtask's output of a FLIP-27 source run to its end."""
+    return SourceRun(source, parallelism, **kwargs).run().outs
 
 
 def obj(values: list[Any], ts: list[int] | None = None) -> ObjectBatch:

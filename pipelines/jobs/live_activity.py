@@ -24,6 +24,7 @@ from pipelines.jobs.windowed_sum import MODULUS
 from runtime.api.common import Time, TimestampAssigner, WatermarkStrategy
 from runtime.api.connectors.base import RateLimiterStrategy
 from runtime.api.connectors.generator import DataGeneratorSource
+from runtime.api.connectors.source import Boundedness
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.aggregates import Aggregates, Count, Sum
 from runtime.api.datastream.window import TumblingEventTimeWindows
@@ -60,8 +61,8 @@ class RateEventSource(DataGeneratorSource):
             batch_size=CHUNK,
         )
 
-    def is_bounded(self) -> bool:
-        return False
+    def get_boundedness(self) -> Boundedness:
+        return Boundedness.CONTINUOUS_UNBOUNDED
 
 
 def build(env: StreamExecutionEnvironment, rate: int = 200, segments: int = 10, window_ms: int = 10_000) -> None:

@@ -9,11 +9,11 @@ A Sink builds one writer operator per subtask and, optionally, an OperatorCoordi
 hold configuration only, never open resources.
 
 A source's position is state (Flink's SourceReader.snapshotState, Bytewax's resume state): a
-`SplitSourceOperator` reads a list of splits, each a small plain value (a tuple) that says what is
-left to read and from where. Its checkpoint is that list as operator list state `"splits"`; on
-restore the runtime deals the lists of all old subtasks out to the new ones (with an unchanged
-parallelism each subtask gets back exactly its own), so every record after the checkpoint is
-emitted exactly once, at any new parallelism.
+reader holds a list of splits, each a small plain value that says what is left to read and from
+where. Its checkpoint is that list as operator list state `"splits"`, and the enumerator's
+checkpoint what it has not handed out; on restore the runtime deals the lists of all old subtasks
+out to the new ones (with an unchanged parallelism each subtask gets back exactly its own), so
+every record after the checkpoint is emitted exactly once, at any new parallelism.
 
 `RateLimiterStrategy` / `RateLimiter` (Flink's org.apache.flink.api.connector.source.util.ratelimit)
 throttle a source without ever blocking the task thread: a limiter only answers whether a batch may
@@ -31,7 +31,6 @@ from runtime.api.connectors.source.api import SPLITS_STATE, Boundedness, SourceR
 from runtime.api.connectors.source.coordinator import SourceCoordinatorProvider
 from runtime.api.connectors.source.reader_operator import SourceReaderOperator
 from runtime.api.operators.base import OperatorCoordinatorProvider, SourceOperator, StreamOperator
-from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
 from runtime.core.errors import InvalidProgramError
 
 
@@ -85,52 +84,6 @@ class Sink(abc.ABC):
 
     def default_name(self) -> str:
         return type(self).__name__
-
-
-# --- sources whose position is a list of splits ------------------------------------------------
-
-
-class SplitSourceOperator(SourceOperator):
-    """A source subtask reading splits (Flink's SourceReader: addSplits / snapshotState).
-
-    Subclasses implement `initial_splits()` (this subtask's share on a fresh start), `add_splits()`
-    (take over splits, called once in `open`, fresh or restored) and `snapshot_splits()` (what is
-    left, each split carrying its resume position). Split items are small plain values (tuples of
-    ints and strings), picklable, so the checkpoint stores them as they are.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._restored_splits: list[Any] | None = None
-
-    def initialize_state(self, context: StateInitializationContext) -> None:
-        # restored: exactly the splits the runtime dealt to this subtask (maybe none), never a fresh share
-        self._restored_splits = list(context.operator_lists.get(SPLITS_STATE, [])) if context.is_restored else None
-
-    def open(self) -> None:
-        super().open()
-        self.add_splits(self.initial_splits() if self._restored_splits is None else self._restored_splits)
-        self._restored_splits = None
-
-    def snapshot_state(self, checkpoint_id: int) -> OperatorSnapshot | None:
-        return OperatorSnapshot(operator_lists={SPLITS_STATE: self.snapshot_splits()})
-
-    def describe(self) -> str:
-        """`operator (subtask i/p)` for error messages."""
-        c = self.ctx
-        return "source" if c is None else f"{c.operator_name} (subtask {c.subtask_index + 1}/{c.parallelism}) of job {c.job_name}"
-
-    def initial_splits(self) -> list[Any]:
-        """This subtask's splits on a fresh start (self.ctx is set)."""
-        raise NotImplementedError
-
-    def add_splits(self, splits: list[Any]) -> None:
-        """Read `splits` (in any order; the operator orders them itself)."""
-        raise NotImplementedError
-
-    def snapshot_splits(self) -> list[Any]:
-        """The splits not yet fully emitted, with their resume positions; a cheap copy."""
-        raise NotImplementedError
 
 
 # --- rate limiting -------------------------------------------------------------------------------
@@ -223,5 +176,5 @@ class RateLimiterStrategy:
 
 
 __all__ = [
-    "DEFAULT_BATCH_SECONDS", "RateLimiter", "RateLimiterStrategy", "SPLITS_STATE", "Sink", "Source", "SplitSourceOperator",
+    "DEFAULT_BATCH_SECONDS", "RateLimiter", "RateLimiterStrategy", "SPLITS_STATE", "Sink", "Source",
 ]

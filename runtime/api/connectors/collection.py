@@ -1,21 +1,22 @@
 """from_collection: a non-parallel bounded source over an in-memory list (Flink's
-FromElementsFunction is parallelism 1 too).
+FromElementsFunction is parallelism 1 too), on FLIP-27.
 
-The position is state: a split is `(next, end)`, the list positions [next, end) not yet emitted.
-A fresh subtask 0 holds `(0, len(values))` (other subtasks, if forced, hold nothing); a restored
-subtask emits exactly the splits it got back, from their `next` on.
+The position is state: a split is `CollectionSplit(next, end)`, the list positions [next, end) not
+yet emitted. The enumerator holds `(0, len(values))` until the reader asks (other readers, if
+forced, get no split); a restored reader emits exactly the splits it got back, from their `next` on.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from runtime.api.connectors.base import Source, SplitSourceOperator
-from runtime.api.operators.base import InputStatus
+from runtime.api.connectors.base import Source
+from runtime.api.connectors.source.api import SourceReaderBase, SourceReaderContext, SplitEnumeratorContext
+from runtime.api.connectors.source.enumerators import StaticSplitEnumerator, restored_splits
 from runtime.core.errors import InvalidProgramError
-from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
+from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch
 from runtime.core.row import Row
 
 DEFAULT_BATCH_SIZE = 8192
@@ -45,53 +46,42 @@ def _normalize(values: Sequence[Any], type_info: Any) -> list[Any]:
     return list(values)
 
 
-class CollectionSourceOperator(SplitSourceOperator):
-    def __init__(self, values: list[Any], type_info: Any = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
-        super().__init__()
-        self.values = values
-        self.type_info = type_info
-        self.batch_size = batch_size
-        self._splits: list[list[int]] = []  # [next, end], in list order
-        self._dtypes = _columnar_dtypes(type_info)
+class CollectionSplit(NamedTuple):
+    """The list positions [next, end) not yet emitted."""
 
-    def initial_splits(self) -> list[tuple[int, int]]:
-        assert self.ctx is not None
-        # Flink runs from_collection with parallelism 1; extra subtasks (if forced) emit nothing
-        return [(0, len(self.values))] if self.ctx.subtask_index == 0 and self.values else []
+    next: int
+    end: int
 
-    def add_splits(self, splits: list[Any]) -> None:
-        n = len(self.values)
+    @property
+    def split_id(self) -> str:
+        return "collection"
+
+
+class CollectionSourceReader(SourceReaderBase[CollectionSplit]):
+    def __init__(self, context: SourceReaderContext, source: CollectionSource) -> None:
+        super().__init__(context)
+        self.source = source
+        self._dtypes = _columnar_dtypes(source.type_info)
+
+    def add_splits(self, splits: list[CollectionSplit]) -> None:
+        n = len(self.source.values)
         for x in splits:
             ok = isinstance(x, (tuple, list)) and len(x) == 2 and all(isinstance(v, int) for v in x) and 0 <= x[0] <= x[1] <= n
             if not ok:
+                c = self.context
                 raise InvalidProgramError(
-                    f"{self.describe()}: restored split {x!r} is not a split (next, end) of this collection of {n} elements; "
-                    "the checkpoint belongs to another source under the same uid: give this source its own uid or start without the checkpoint"
+                    f"CollectionSource (subtask {c.index_of_subtask + 1}/{c.current_parallelism}): restored split {x!r} is not a "
+                    f"split (next, end) of this collection of {n} elements; the checkpoint belongs to another source under the "
+                    "same uid: give this source its own uid or start without the checkpoint"
                 )
-            if x[0] < x[1]:
-                self._splits.append([int(x[0]), int(x[1])])
-        self._splits.sort()
+        super().add_splits(sorted(CollectionSplit(int(a), int(b)) for a, b in splits if a < b))
 
-    def snapshot_splits(self) -> list[tuple[int, int]]:
-        return [(a, b) for a, b in self._splits]
-
-    def emit_next(self) -> InputStatus:
-        assert self.output is not None
-        if not self._splits:
-            return self._finish()
-        split = self._splits[0]
+    def read_next(self, split: CollectionSplit) -> tuple[RecordBatch, CollectionSplit] | None:
         pos, end = split
-        chunk = self.values[pos : min(end, pos + self.batch_size)]
-        self.output.emit(self._to_batch(chunk))
-        split[0] = pos + len(chunk)
-        if split[0] >= end:
-            self._splits.pop(0)
-        return InputStatus.MORE_AVAILABLE if self._splits else self._finish()
-
-    def _finish(self) -> InputStatus:
-        assert self.output is not None
-        self.output.emit_watermark(Watermark(MAX_TIMESTAMP))
-        return InputStatus.END_OF_INPUT
+        if pos >= end:
+            return None
+        chunk = self.source.values[pos : min(end, pos + self.source.batch_size)]
+        return self._to_batch(chunk), CollectionSplit(pos + len(chunk), end)
 
     def _to_batch(self, chunk: list[Any]) -> RecordBatch:
         if self._dtypes is not None:
@@ -109,8 +99,16 @@ class CollectionSource(Source):
         self.type_info = type_info
         self.batch_size = batch_size
 
-    def create_operator(self) -> CollectionSourceOperator:
-        return CollectionSourceOperator(self.values, self.type_info, self.batch_size)
+    def create_enumerator(self, context: SplitEnumeratorContext[CollectionSplit]) -> StaticSplitEnumerator[CollectionSplit]:
+        return StaticSplitEnumerator(context, [CollectionSplit(0, len(self.values))] if self.values else [])
+
+    def restore_enumerator(self, context: SplitEnumeratorContext[CollectionSplit], checkpoint: Any) -> StaticSplitEnumerator[CollectionSplit]:
+        n = len(self.values)
+        pending = restored_splits(checkpoint, "CollectionSource", lambda x: isinstance(x, tuple) and len(x) == 2 and 0 <= x[0] <= x[1] <= n)
+        return StaticSplitEnumerator(context, [CollectionSplit(*x) for x in pending])
+
+    def create_reader(self, context: SourceReaderContext) -> CollectionSourceReader:
+        return CollectionSourceReader(context, self)
 
     def max_parallelism(self) -> int | None:
         return 1

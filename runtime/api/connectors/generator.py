@@ -1,69 +1,82 @@
-"""DataGeneratorSource and NumberSequenceSource (Flink's flink-connector-datagen).
+"""DataGeneratorSource and NumberSequenceSource (Flink's flink-connector-datagen), on FLIP-27.
 
 Deterministic and parallel: the index space [0, count) is cut into chunks of `batch_size`;
-chunk k belongs to subtask k % parallelism. Every subtask walks its chunks in increasing order, so
+chunk k belongs to split k % parallelism. Every reader walks its chunks in increasing order, so
 all subtasks advance through the index space (and hence through generated event time) together,
 and a restarted subtask regenerates exactly the same records.
 
-The position is state. A split is a tuple `(next, end, chunk, stride)` of ints: the indices i in
-[next, end) whose chunk `i // chunk` is congruent to `next // chunk` modulo `stride`, emitted
-chunk by chunk in increasing order (`next` may sit inside a chunk: the rest of a chunk that was
-emitted in part). On a fresh start subtask s of p holds the one split `(s*batch_size, count,
-batch_size, p)`. A snapshot cuts each split into finer stripes (stride >= min(max_parallelism,
+A split (`GeneratorSplit(next, end, chunk, stride)`) is the indices i in [next, end) whose chunk
+`i // chunk` is congruent to `next // chunk` modulo `stride`, emitted chunk by chunk in increasing
+order (`next` may sit inside a chunk: the rest of a chunk that was emitted in part). The
+enumerator (on the JobMaster) starts with one split per subtask, `(s*batch_size, count,
+batch_size, p)`, and gives subtask s its own split when it asks (`StaticSplitEnumerator`). A
+reader's snapshot cuts each of its splits into finer stripes (stride >= min(max_parallelism,
 1024)), so a restore at another parallelism deals the remaining work out evenly, and every new
-subtask still walks forward through the whole remaining index space. A subtask always emits the
+subtask still walks forward through the whole remaining index space. A reader always emits the
 lowest next chunk among its splits, so its records stay in increasing index order after any
-restore (monotonous event time stays monotonous per subtask).
+restore (monotonous event time stays monotonous per subtask): one watermark follows its output.
 
 Rate limiting (`rate_limiter_strategy=RateLimiterStrategy.per_second(r)`): r records per second
-over all subtasks; a batch is then about 10 ms worth of records (at least 1), and a subtask that
+over all subtasks; a batch is then about 10 ms worth of records (at least 1), and a reader that
 is ahead of its budget returns NOTHING_AVAILABLE instead of sleeping. The records and their
 values are the same with or without a rate; only the batch boundaries differ.
 """
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from runtime.api.connectors.base import RateLimiter, RateLimiterStrategy, Source, SplitSourceOperator
-from runtime.api.operators.base import InputStatus
+from runtime.api.connectors.base import RateLimiter, RateLimiterStrategy, Source
+from runtime.api.connectors.source.api import ReaderOutput, SourceReader, SourceReaderContext, SplitEnumeratorContext
+from runtime.api.connectors.source.enumerators import StaticSplitEnumerator, restored_splits
 from runtime.core.errors import InvalidProgramError
-from runtime.core.records import MAX_TIMESTAMP, ColumnBatch, ObjectBatch, RecordBatch, Watermark
+from runtime.core.operators import InputStatus
+from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch
 
 DEFAULT_BATCH_SIZE = 8192
 # a snapshot refines splits to at least this stride (capped by max_parallelism): the number of
 # split items of a whole checkpoint stays about this large, whatever the count
 MAX_SNAPSHOT_STRIDE = 1024
 
-GeneratorSplit = tuple[int, int, int, int]  # (next, end, chunk, stride)
+
+class GeneratorSplit(NamedTuple):
+    next: int
+    end: int
+    chunk: int
+    stride: int
+
+    @property
+    def split_id(self) -> str:
+        # the stripe's residue class and stride: stable while `next` advances, unique among disjoint stripes
+        return f"{(self.next // self.chunk) % self.stride}/{self.stride}"
 
 
 def initial_split(count: int, batch_size: int, subtask: int, parallelism: int) -> list[GeneratorSplit]:
-    """Subtask `subtask`'s splits on a fresh start: chunks subtask, subtask+p, ... (none if count is small)."""
+    """Subtask `subtask`'s split on a fresh start: chunks subtask, subtask+p, ... (none if count is small)."""
     start = subtask * batch_size
-    return [(start, count, batch_size, parallelism)] if start < count else []
+    return [GeneratorSplit(start, count, batch_size, parallelism)] if start < count else []
 
 
-def refine_split(split: GeneratorSplit, min_stride: int) -> list[GeneratorSplit]:
+def refine_split(split: tuple[int, int, int, int], min_stride: int) -> list[GeneratorSplit]:
     """`split` as `m` disjoint stripes of stride m*stride >= min_stride (the first keeps `next`)."""
     nxt, end, chunk, stride = split
     if stride >= min_stride or nxt >= end:
-        return [split] if nxt < end else []
+        return [GeneratorSplit(*split)] if nxt < end else []
     m = -(-min_stride // stride)
     first_chunk_start = nxt - nxt % chunk
-    out = [(nxt, end, chunk, m * stride)]
+    out = [GeneratorSplit(nxt, end, chunk, m * stride)]
     for j in range(1, m):
         start = first_chunk_start + j * stride * chunk
         if start >= end:
             break
-        out.append((start, end, chunk, m * stride))
+        out.append(GeneratorSplit(start, end, chunk, m * stride))
     return out
 
 
-def split_indices(split: GeneratorSplit) -> list[int]:
+def split_indices(split: tuple[int, int, int, int]) -> list[int]:
     """Every index of a split, in emission order (for tests and debugging; materialises them)."""
     nxt, end, chunk, stride = split
     out: list[int] = []
@@ -86,53 +99,83 @@ def _valid_split(x: Any) -> bool:
     )
 
 
-class DataGeneratorSourceOperator(SplitSourceOperator):
-    def __init__(self, source: DataGeneratorSource) -> None:
-        super().__init__()
+def _as_split(x: Any, source_name: str) -> GeneratorSplit:
+    if not _valid_split(x):
+        raise InvalidProgramError(
+            f"{source_name}: restored split {x!r} is not a DataGeneratorSource split (next, end, chunk, stride); "
+            "the checkpoint belongs to another source under the same uid: give this source its own uid or start without the checkpoint"
+        )
+    return GeneratorSplit(*(int(v) for v in x))
+
+
+class GeneratorContext:
+    """What a generator function's (or batch generator's) `open(context)` gets: the reader's
+    context (Flink's GeneratorFunction.open(SourceReaderContext)), with RuntimeContext's getters."""
+
+    def __init__(self, context: SourceReaderContext) -> None:
+        self.reader_context = context
+
+    def get_index_of_this_subtask(self) -> int:
+        return self.reader_context.index_of_subtask
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self.reader_context.current_parallelism
+
+    def get_attempt_number(self) -> int:
+        return self.reader_context.attempt_number
+
+    @property
+    def config(self) -> Mapping[str, str]:
+        return self.reader_context.config
+
+
+class DataGeneratorSourceReader(SourceReader[GeneratorSplit]):
+    split_local_watermarks = False  # the reader emits its splits' chunks in index order itself
+
+    def __init__(self, context: SourceReaderContext, source: DataGeneratorSource) -> None:
+        self.context = context
         self.source = source
         self._heap: list[GeneratorSplit] = []  # ordered by next index
         self._limiter: RateLimiter | None = None
+        self._no_more = False
+        self._asked = False
 
-    # splits ------------------------------------------------------------------------------------
-    def initial_splits(self) -> list[GeneratorSplit]:
-        assert self.ctx is not None
-        s = self.source
-        return initial_split(s.count, s.batch_size, self.ctx.subtask_index, self.ctx.parallelism)
-
-    def add_splits(self, splits: list[Any]) -> None:
+    def add_splits(self, splits: list[GeneratorSplit]) -> None:
         for x in splits:
-            if not _valid_split(x):
-                raise InvalidProgramError(
-                    f"{self.describe()}: restored split {x!r} is not a DataGeneratorSource split (next, end, chunk, stride); "
-                    "the checkpoint belongs to another source under the same uid: give this source its own uid or start without the checkpoint"
-                )
-            nxt, end, chunk, stride = (int(v) for v in x)
-            if nxt < end:
-                heapq.heappush(self._heap, (nxt, end, chunk, stride))
+            split = _as_split(x, self.source.describe(self.context))
+            if split.next < split.end:
+                heapq.heappush(self._heap, split)
+        self._asked = False
 
-    def snapshot_splits(self) -> list[GeneratorSplit]:
-        assert self.ctx is not None
-        target = max(1, min(self.ctx.max_parallelism, MAX_SNAPSHOT_STRIDE))
+    def notify_no_more_splits(self) -> None:
+        self._no_more = True
+
+    def snapshot_state(self, checkpoint_id: int) -> list[GeneratorSplit]:
+        target = max(1, min(self.context.max_parallelism, MAX_SNAPSHOT_STRIDE))
         return [piece for split in sorted(self._heap) for piece in refine_split(split, target)]
 
-    # lifecycle ---------------------------------------------------------------------------------
-    def open(self) -> None:
-        assert self.ctx is not None
+    def start(self) -> None:
         s = self.source
-        super().open()
         if s.rate_limiter_strategy is not None:
-            self._limiter = s.rate_limiter_strategy.create_rate_limiter(self.ctx.parallelism)
+            self._limiter = s.rate_limiter_strategy.create_rate_limiter(self.context.current_parallelism)
         for fn in (s.generator_function, s.batch_generator):
             if fn is not None and hasattr(fn, "open"):
-                from runtime.api.operators.runtime_context import StreamingRuntimeContext
+                fn.open(GeneratorContext(self.context))
+        if not self._heap:
+            self._ask()
 
-                fn.open(StreamingRuntimeContext(self.ctx, None))
+    def _ask(self) -> None:
+        if not self._asked and not self._no_more:
+            self._asked = True
+            self.context.send_split_request()
 
-    def emit_next(self) -> InputStatus:
-        assert self.output is not None
+    def poll_next(self, output: ReaderOutput) -> InputStatus:
         heap = self._heap
         if not heap:
-            return self._end()
+            if self._no_more:
+                return InputStatus.END_OF_INPUT
+            self._ask()
+            return InputStatus.NOTHING_AVAILABLE
         nxt, end, chunk, stride = heap[0]
         chunk_start = nxt - nxt % chunk
         chunk_end = min(end, chunk_start + chunk)
@@ -142,20 +185,17 @@ class DataGeneratorSourceOperator(SplitSourceOperator):
             n = min(n, limiter.batch_size)
             if not limiter.try_acquire(n):
                 return InputStatus.NOTHING_AVAILABLE  # ahead of the budget: the task sleeps briefly, never we
-        self.output.emit(self.source.generate(nxt, nxt + n))
+        output.collect(self.source.generate(nxt, nxt + n))
         nxt += n
         if nxt >= chunk_end:
             nxt = chunk_start + stride * chunk
         if nxt >= end:
             heapq.heappop(heap)
         else:
-            heapq.heapreplace(heap, (nxt, end, chunk, stride))
-        return InputStatus.MORE_AVAILABLE if heap else self._end()
-
-    def _end(self) -> InputStatus:
-        assert self.output is not None
-        self.output.emit_watermark(Watermark(MAX_TIMESTAMP))
-        return InputStatus.END_OF_INPUT
+            heapq.heapreplace(heap, GeneratorSplit(nxt, end, chunk, stride))
+        if not heap:
+            self._ask()  # more work may be left at the enumerator (a restore's, a failed reader's)
+        return InputStatus.MORE_AVAILABLE
 
 
 class DataGeneratorSource(Source):
@@ -206,8 +246,22 @@ class DataGeneratorSource(Source):
         call = fn.map if not callable(fn) else fn
         return ObjectBatch([call(i) for i in range(start, end)])
 
-    def create_operator(self) -> DataGeneratorSourceOperator:
-        return DataGeneratorSourceOperator(self)
+    # --- FLIP-27 -----------------------------------------------------------------------------------
+    def create_enumerator(self, context: SplitEnumeratorContext[GeneratorSplit]) -> StaticSplitEnumerator[GeneratorSplit]:
+        p = context.current_parallelism()
+        splits = [split for s in range(p) for split in initial_split(self.count, self.batch_size, s, p)]
+        return StaticSplitEnumerator(context, splits, owner=lambda split: (split.next // split.chunk) % split.stride if split.stride == p else None)
+
+    def restore_enumerator(self, context: SplitEnumeratorContext[GeneratorSplit], checkpoint: Any) -> StaticSplitEnumerator[GeneratorSplit]:
+        pending = restored_splits(checkpoint, type(self).__name__, _valid_split)
+        return StaticSplitEnumerator(context, [GeneratorSplit(*(int(v) for v in x)) for x in pending])
+
+    def create_reader(self, context: SourceReaderContext) -> DataGeneratorSourceReader:
+        return DataGeneratorSourceReader(context, self)
+
+    def describe(self, context: SourceReaderContext) -> str:
+        """`DataGeneratorSource (subtask i/p)` for error messages."""
+        return f"{type(self).__name__} (subtask {context.index_of_subtask + 1}/{context.current_parallelism})"
 
     def get_type_info(self) -> Any:
         return self.type_info
@@ -232,6 +286,6 @@ class NumberSequenceSource(DataGeneratorSource):
 
 
 __all__ = [
-    "DataGeneratorSource", "DataGeneratorSourceOperator", "NumberSequenceSource", "RateLimiter", "RateLimiterStrategy",
-    "initial_split", "refine_split", "split_indices",
+    "DataGeneratorSource", "DataGeneratorSourceReader", "GeneratorContext", "GeneratorSplit", "NumberSequenceSource", "RateLimiter",
+    "RateLimiterStrategy", "initial_split", "refine_split", "split_indices",
 ]

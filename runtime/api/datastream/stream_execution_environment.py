@@ -248,14 +248,12 @@ class StreamExecutionEnvironment:
                 bounded=source.is_bounded(), output_type=out_type,
             )
             st.coordinator_provider = source.coordinator_provider()
+            self._mark_non_parallel(source, st)
             return DataStream(self, st)
         st = SourceTransformation(
             name=source_name, operator_factory=source.create_operator, bounded=source.is_bounded(), output_type=out_type
         )
-        if source.max_parallelism() == 1:
-            st.parallelism, st.parallelism_configured, st.max_parallelism = 1, True, 1
-            # read back by DataStream.set_parallelism(); Transformation (runtime/graph) has no field for it
-            st._non_parallel = True  # type: ignore[attr-defined]  # see above
+        self._mark_non_parallel(source, st)
         if not watermark_strategy.generates_watermarks and watermark_strategy.timestamp_assigner is None:
             return DataStream(self, st)
         # Flink generates watermarks inside the source operator; Millrace chains a
@@ -270,6 +268,13 @@ class StreamExecutionEnvironment:
             max_parallelism=st.max_parallelism,
         )
         return DataStream(self, wt, config_transformation=st, mirrors=[wt])
+
+    @staticmethod
+    def _mark_non_parallel(source: Any, st: SourceTransformation) -> None:
+        if source.max_parallelism() == 1:
+            st.parallelism, st.parallelism_configured, st.max_parallelism = 1, True, 1
+            # read back by DataStream.set_parallelism(); Transformation (runtime/graph) has no field for it
+            st._non_parallel = True  # type: ignore[attr-defined]  # see above
 
     def add_source(self, source_func: Any, source_name: str = "Custom Source", type_info: Any = None) -> DataStream:
         from runtime.api.common.watermark_strategy import WatermarkStrategy

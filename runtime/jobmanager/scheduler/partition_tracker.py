@@ -137,15 +137,16 @@ class BlockingPartitionTracker:
     def finished_regions(self) -> list[PipelinedRegion]:
         """The regions whose whole work is in committed blocking partitions: every subtask produces a
         result, every blocking partition they produce is committed (the pipelined ones stay inside
-        the region), and none of their operators has a coordinator (a sink commits at the job's end
-        what its subtasks reported; a subtask that does not run reports nothing). A recovered job
+        the region), and none of their operators but a source has a coordinator (a sink commits at the
+        job's end what its subtasks reported; a subtask that does not run reports nothing; a FLIP-27
+        source's enumerator only hands out splits to readers that ask, and these do not run). A recovered job
         does not run them again (Flink: BatchJobRecoveryHandler restoring finished vertices)."""
 
         def done(region: PipelinedRegion) -> bool:
             blocking = 0
             for vid in region.vertices:
                 ev = self.eg.vertex(vid)
-                if not ev.produced_partitions or any(op.coordinator_provider for op in ev.job_vertex.operators):
+                if not ev.produced_partitions or any(op.coordinator_provider and not op.is_source for op in ev.job_vertex.operators):
                     return False
                 for p in ev.produced_partitions.values():
                     if p.result_type is ResultPartitionType.BLOCKING:

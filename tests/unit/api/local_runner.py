@@ -13,7 +13,7 @@ import cloudpickle
 from runtime.api.execution import JobExecutionResult
 from runtime.api.operators.base import InputStatus
 from runtime.core.operators import FixedCoordinatorContext
-from runtime.core.records import RecordBatch, Watermark
+from runtime.core.records import MAX_TIMESTAMP, RecordBatch, Watermark
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from tests.harness import make_context
@@ -25,6 +25,16 @@ class _Gateway:
 
     def send_event_to_coordinator(self, event: Any) -> None:
         self.coordinator.handle_event_from_operator(0, 0, event)
+
+
+def deliver_events(coordinator: Any, op: Any) -> None:
+    """The coordinator's events to its (one) subtask, as the TaskExecutor would deliver them."""
+    if coordinator is None:
+        return
+    sent = coordinator.context.sent
+    while sent:
+        _subtask, _attempt, event = sent.pop(0)
+        op.handle_operator_event(event)
 
 
 class _FanOut:
@@ -90,6 +100,7 @@ class LocalExecutor:
                 gw = None
                 if c.coordinator_provider is not None:
                     coords[c.node_id] = cloudpickle.loads(c.coordinator_provider).create(FixedCoordinatorContext(job_graph.job_id, c.name, 1, c.operator_id))
+                    coords[c.node_id].start()
                     gw = _Gateway(coords[c.node_id])
                 ctx = make_context(name=c.name, task_name=c.name, gateway=gw, max_parallelism=v.max_parallelism)
                 ctx.output = out
@@ -108,8 +119,10 @@ class LocalExecutor:
             op.open()
         for c in chained:
             if c.is_source:
+                deliver_events(coords.get(c.node_id), ops[c.node_id])
                 while ops[c.node_id].emit_next() is not InputStatus.END_OF_INPUT:
-                    pass
+                    deliver_events(coords.get(c.node_id), ops[c.node_id])
+                ops[c.node_id].output.emit_watermark(Watermark(MAX_TIMESTAMP))  # as the task does at a source's end
         for v in job_graph.topological_vertices():
             for c in v.operators:
                 if not c.is_source:

@@ -202,7 +202,7 @@ def test_generator_source_with_field_watermarks_and_map_batches(env):
         assert sorted(r.id2 for r in ds.execute_and_collect()) == [i * 2 for i in range(10)]
 
 
-def test_from_source_chains_watermark_operator_and_mirrors_parallelism(env):
+def test_from_source_puts_the_watermark_strategy_in_the_source_and_mirrors_parallelism(env):
     from runtime.api.connectors.generator import DataGeneratorSource
 
     src = DataGeneratorSource(lambda i: i, 10)
@@ -211,7 +211,8 @@ def test_from_source_chains_watermark_operator_and_mirrors_parallelism(env):
     sg = env.get_stream_graph()
     by_name = {n.name: n for n in sg.nodes.values()}
     assert by_name["gen"].parallelism == 3 and by_name["gen"].uid == "g"
-    assert by_name["gen: Timestamps/Watermarks"].parallelism == 3
+    # FLIP-27: the source operator itself assigns timestamps and generates watermarks
+    assert "gen: Timestamps/Watermarks" not in by_name and by_name["gen"].operator_factory().strategy is strategy
 
 
 def test_slot_sharing_group_and_window_all_parallelism(env):

@@ -11,13 +11,13 @@ from runtime.core.operators import FixedCoordinatorContext
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
 from runtime.core.row import Row
 from runtime.core.states import JobStatus
-from tests.harness import FakeEventGateway, obj, run_one_input, run_source
+from tests.harness import FakeEventGateway, obj, run_one_input, run_split_source
 
 pytestmark = pytest.mark.unit
 
 
 def _run_all_subtasks(source, parallelism):
-    return [run_source(source.create_operator(), subtask=i, parallelism=parallelism) for i in range(parallelism)]
+    return run_split_source(source, parallelism)
 
 
 @pytest.mark.parametrize("count,batch_size,parallelism", [(0, 4, 2), (10, 3, 1), (100, 7, 3), (64, 8, 4), (5, 8, 4)])
@@ -62,22 +62,23 @@ def test_number_sequence_inclusive():
 
 def test_collection_source_batches_and_rows():
     src = CollectionSource(list(range(20000)))
-    out = run_source(src.create_operator())
+    (out,) = run_split_source(src)
     assert [len(b) for b in out.batches] == [8192, 8192, 3616]
     assert out.values() == list(range(20000))
     assert out.watermarks == [MAX_TIMESTAMP]
     named = CollectionSource([(1, "a"), (2, "b")], Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()]))
-    out2 = run_source(named.create_operator())
+    (out2,) = run_split_source(named)
     assert isinstance(out2.batches[0], ColumnBatch)
     assert out2.values() == [Row(id=1, name="a"), Row(id=2, name="b")]
     # an unnamed ROW: tuples become Rows, objects path
-    out3 = run_source(CollectionSource([(1, None)], Types.ROW([Types.INT(), Types.STRING()])).create_operator())
+    (out3,) = run_split_source(CollectionSource([(1, None)], Types.ROW([Types.INT(), Types.STRING()])))
     assert out3.values() == [Row(1, None)]
 
 
 def test_collection_source_empty_and_other_subtasks():
-    assert run_source(CollectionSource([]).create_operator()).values() == []
-    assert run_source(CollectionSource([1, 2]).create_operator(), subtask=1, parallelism=2).values() == []
+    assert run_split_source(CollectionSource([]))[0].values() == []
+    first, second = run_split_source(CollectionSource([1, 2]), 2)  # forced to 2: the second subtask gets no split
+    assert first.values() == [1, 2] and second.values() == []
 
 
 def test_print_sink_prefix(capsys):

@@ -16,11 +16,10 @@ from runtime.api.connectors.base import SPLITS_STATE, RateLimiter, RateLimiterSt
 from runtime.api.connectors.collection import CollectionSource
 from runtime.api.connectors.generator import DataGeneratorSource, NumberSequenceSource, refine_split, split_indices
 from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.api.operators.base import InputStatus, SourceOperator
-from runtime.core.checkpoint import OperatorSnapshot, StateInitializationContext
+from runtime.api.operators.base import InputStatus
 from runtime.core.errors import InvalidProgramError
 from runtime.core.records import MAX_TIMESTAMP, ColumnBatch
-from tests.harness import CollectingOutput, make_context
+from tests.harness import SourceRun, SourceRunCheckpoint
 
 pytestmark = pytest.mark.unit
 
@@ -47,53 +46,7 @@ def no_sleeping(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(time, "sleep", forbidden)
 
 
-# -- driving a source subtask like the task does -------------------------------------------------
-
-
-class Subtask:
-    def __init__(self, source: Source, subtask: int, parallelism: int, restored: Splits | None = None, max_parallelism: int = 128) -> None:
-        self.op: SourceOperator = source.create_operator()
-        self.out = CollectingOutput()
-        self.op.setup(make_context(self.out, subtask=subtask, parallelism=parallelism, max_parallelism=max_parallelism))
-        ctx = (
-            StateInitializationContext()
-            if restored is None
-            else StateInitializationContext(restored_checkpoint_id=7, operator_lists={SPLITS_STATE: list(restored)} if restored else {})
-        )
-        self.op.initialize_state(ctx)
-        self.op.open()
-        self.ended = False
-
-    def step(self, batches: int) -> None:
-        """Up to `batches` emit_next calls (stops at the end)."""
-        for _ in range(batches):
-            if self.ended:
-                return
-            status = self.op.emit_next()
-            assert status is not InputStatus.NOTHING_AVAILABLE
-            self.ended = status is InputStatus.END_OF_INPUT
-
-    def run(self) -> Subtask:
-        for _ in range(1_000_000):
-            if self.ended:
-                break
-            self.step(1)
-        assert self.ended
-        self.op.finish()
-        self.op.close()
-        return self
-
-    def snapshot(self) -> Splits:
-        snap = self.op.snapshot_state(3)
-        assert isinstance(snap, OperatorSnapshot)
-        assert set(snap.operator_lists) == {SPLITS_STATE} and not snap.keyed and not snap.union_lists
-        splits = snap.operator_lists[SPLITS_STATE]
-        assert pickle.loads(pickle.dumps(splits)) == splits  # plain, picklable values
-        assert all(isinstance(s, tuple) for s in splits)
-        return list(splits)
-
-    def values(self) -> list[Any]:
-        return self.out.values()
+# -- driving a source's subtasks like the runtime does (tests.harness.SourceRun) ------------------
 
 
 def deal(per_old_subtask: list[Splits], new_parallelism: int) -> list[Splits]:
@@ -116,34 +69,43 @@ def deal_round_robin(per_old_subtask: list[Splits], new_parallelism: int) -> lis
     return [items[i::new_parallelism] for i in range(new_parallelism)]
 
 
+def checkpoint(run: SourceRun) -> SourceRunCheckpoint:
+    cp = run.checkpoint()
+    for splits in cp.splits:
+        assert pickle.loads(pickle.dumps(splits)) == splits  # plain, picklable values
+        assert all(isinstance(s, tuple) for s in splits)
+    return cp
+
+
 def uninterrupted(source: Source, parallelism: int) -> list[list[Any]]:
-    return [Subtask(source, i, parallelism).run().values() for i in range(parallelism)]
+    run = SourceRun(source, parallelism).run()
+    return [run.values(i) for i in range(parallelism)]
 
 
 def interrupted(source: Source, parallelism: int, batches_before: int) -> list[list[Any]]:
-    """Each subtask: `batches_before` batches, snapshot, a fresh operator restored from it, to the end."""
-    outs = []
+    """Each subtask: `batches_before` batches, a checkpoint, a fresh run restored from it, to the end."""
+    first = SourceRun(source, parallelism)
     for i in range(parallelism):
-        first = Subtask(source, i, parallelism)
-        first.step(batches_before)
-        splits = first.snapshot()
-        first.op.close()  # the failed attempt is torn down; nothing after the snapshot counts
-        second = Subtask(source, i, parallelism, restored=splits).run()
-        outs.append(first.values() + second.values())
-    return outs
+        first.steps(i, batches_before)
+    cp = checkpoint(first)  # the failed attempt is torn down; nothing after the checkpoint counts
+    second = SourceRun(source, parallelism, restored=cp).run()
+    return [first.values(i) + second.values(i) for i in range(parallelism)]
 
 
 def rescaled(source: Source, old_p: int, new_p: int, batches_before: list[int], dealer: Any = deal) -> tuple[list[Any], list[list[Any]]]:
-    """Run old_p subtasks some batches each, snapshot all, restore into new_p subtasks, run to the end."""
-    before: list[Any] = []
-    snaps = []
+    """Run old_p subtasks some batches each, checkpoint, restore into new_p subtasks, run to the end."""
+    run = SourceRun(source, old_p)
     for i in range(old_p):
-        s = Subtask(source, i, old_p)
-        s.step(batches_before[i])
-        snaps.append(s.snapshot())
-        before += s.values()
-    after = [Subtask(source, j, new_p, restored=splits).run().values() for j, splits in enumerate(dealer(snaps, new_p))]
-    return before, after
+        run.steps(i, batches_before[i])
+    cp = checkpoint(run)
+    before = [v for i in range(old_p) for v in run.values(i)]
+    after = SourceRun(source, new_p, restored=SourceRunCheckpoint(cp.coordinator, dealer(cp.splits, new_p))).run()
+    return before, [after.values(j) for j in range(new_p)]
+
+
+def ended_run(source: Source) -> SourceRunCheckpoint:
+    """The checkpoint of a run that emitted everything: no split left anywhere."""
+    return SourceRun(source, 1).run().checkpoint()
 
 
 def assert_exactly_once(got: list[Any], expected: list[Any]) -> None:
@@ -205,27 +167,24 @@ def test_generator_chained_restores_at_changing_parallelism() -> None:
     n = 5000
     src = DataGeneratorSource(None, n, batch_generator=lambda i: {"id": i}, batch_size=25)
     seen: list[int] = []
-    snaps: list[Splits] = [[]]
-    p_old = 0
+    cp: SourceRunCheckpoint | None = None
     for p, steps in ((2, 7), (5, 3), (3, 11), (1, 4)):
-        dealt = deal(snaps, p) if p_old else [None] * p
-        new_snaps = []
+        run = SourceRun(src, p, restored=None if cp is None else SourceRunCheckpoint(cp.coordinator, deal(cp.splits, p)))
         for i in range(p):
-            s = Subtask(src, i, p, restored=dealt[i])
-            s.step(steps)
-            seen += [r.id for r in s.values()]
-            new_snaps.append(s.snapshot())
-        snaps, p_old = new_snaps, p
-    for j, splits in enumerate(deal(snaps, 2)):
-        seen += [r.id for r in Subtask(src, j, 2, restored=splits).run().values()]
+            run.steps(i, steps)
+            seen += [r.id for r in run.values(i)]
+        cp = checkpoint(run)
+    assert cp is not None
+    last = SourceRun(src, 2, restored=SourceRunCheckpoint(cp.coordinator, deal(cp.splits, 2))).run()
+    seen += [r.id for j in range(2) for r in last.values(j)]
     assert_exactly_once(seen, list(range(n)))
 
 
 def test_generator_snapshot_stays_small_for_huge_counts_and_lists_the_remaining_indices() -> None:
     src = DataGeneratorSource(lambda i: i, 10**12, batch_size=100)
-    s = Subtask(src, 1, 4, max_parallelism=128)
-    s.step(3)
-    splits = s.snapshot()
+    run = SourceRun(src, 4, max_parallelism=128)
+    run.steps(1, 3)
+    splits = checkpoint(run).splits[1]
     assert 0 < len(splits) <= 128 // 4 + 1
     assert all(len(x) == 4 and all(type(v) is int for v in x) for x in splits)
     # refining keeps exactly the indices of the split, in order
@@ -235,21 +194,23 @@ def test_generator_snapshot_stays_small_for_huge_counts_and_lists_the_remaining_
     assert split_indices(small)[:8] == [103, 104, 105, 106, 107, 108, 109, 130]
 
 
-def test_generator_restored_with_no_splits_ends_at_once_with_the_final_watermark() -> None:
+def test_generator_restored_with_no_splits_left_ends_with_the_final_watermark() -> None:
     src = DataGeneratorSource(lambda i: i, 1000, batch_size=10)
-    s = Subtask(src, 2, 3, restored=[])
-    assert s.op.emit_next() is InputStatus.END_OF_INPUT
-    assert s.out.batches == [] and s.out.watermarks == [MAX_TIMESTAMP]
-    # a subtask that ran dry snapshots no splits; a fresh source with count 0 the same
-    done = Subtask(src, 0, 1).run()
-    assert done.snapshot() == [] and done.out.watermarks[-1] == MAX_TIMESTAMP
-    assert Subtask(DataGeneratorSource(lambda i: i, 0), 0, 2).run().values() == []
+    done = ended_run(src)  # a run that ran dry checkpoints no splits, here or at the enumerator
+    assert done.splits == [[]] and pickle.loads(done.coordinator or b"")["enumerator"] == []
+    again = SourceRun(src, 3, restored=SourceRunCheckpoint(done.coordinator, [[], [], []])).run()
+    for out in again.outs:
+        assert out.batches == [] and out.watermarks == [MAX_TIMESTAMP]
+    assert [r for o in SourceRun(DataGeneratorSource(lambda i: i, 0), 2).run().outs for r in o.values()] == []
 
 
-def test_generator_rejects_foreign_splits() -> None:
+def test_generator_rejects_foreign_splits_and_enumerator_states() -> None:
     src = DataGeneratorSource(lambda i: i, 1000, batch_size=10)
     with pytest.raises(InvalidProgramError, match="not a DataGeneratorSource split"):
-        Subtask(src, 0, 1, restored=[("part-0.parquet", 3)])
+        SourceRun(src, 1, restored=SourceRunCheckpoint(None, [[("part-0.parquet", 3)]]))
+    foreign = pickle.dumps({"version": 1, "enumerator": {"pending": ["part-0.parquet"]}})
+    with pytest.raises(InvalidProgramError, match="not this source's"):
+        SourceRun(src, 1, restored=SourceRunCheckpoint(foreign, [[]]))
 
 
 def test_generator_positional_arguments_still_mean_what_they_did() -> None:
@@ -290,20 +251,21 @@ def test_rate_limiter_is_a_non_blocking_token_bucket() -> None:
 def test_throttled_generator_reports_nothing_available_when_ahead_and_keeps_the_rate() -> None:
     clock = FakeClock()
     src = DataGeneratorSource(lambda i: i, 10_000, rate_limiter_strategy=RateLimiterStrategy.per_second(400, clock=clock, batch_seconds=0.05), batch_size=64)
-    s = Subtask(src, 1, 4)  # this subtask's share: 100 records/s, batches of 5
-    assert s.op.emit_next() is InputStatus.MORE_AVAILABLE
-    assert s.op.emit_next() is InputStatus.NOTHING_AVAILABLE  # ahead of the budget: no sleeping, no records
-    assert len(s.values()) == 5
+    run = SourceRun(src, 4)  # subtask 1's share: 100 records/s, batches of 5
+    assert run.step(1) is InputStatus.MORE_AVAILABLE
+    assert run.step(1) is InputStatus.NOTHING_AVAILABLE  # ahead of the budget: no sleeping, no records
+    assert len(run.values(1)) == 5
     statuses = []
     for _ in range(400):  # 2 simulated seconds, polled every 5 ms like the task loop does
         clock.now += 0.005
-        statuses.append(s.op.emit_next())
+        statuses.append(run.step(1))
     assert InputStatus.NOTHING_AVAILABLE in statuses and InputStatus.MORE_AVAILABLE in statuses
-    assert 5 + 195 <= len(s.values()) <= 5 + 205
-    sizes = [len(b) for b in s.out.batches]  # smooth: 1/20 s worth per batch (less at a chunk's end)
+    got = run.values(1)
+    assert 5 + 195 <= len(got) <= 5 + 205
+    sizes = [len(b) for b in run.outs[1].batches]  # smooth: 1/20 s worth per batch (less at a chunk's end)
     assert max(sizes) == 5 and sizes.count(5) >= 0.9 * len(sizes)
     # the records are the subtask's own chunks, in order, as without a rate
-    assert s.values() == Subtask(DataGeneratorSource(lambda i: i, 10_000, batch_size=64), 1, 4).run().values()[: len(s.values())]
+    assert got == SourceRun(DataGeneratorSource(lambda i: i, 10_000, batch_size=64), 4).run().values(1)[: len(got)]
 
 
 def test_throttled_and_unthrottled_generators_emit_the_same_records() -> None:
@@ -312,35 +274,34 @@ def test_throttled_and_unthrottled_generators_emit_the_same_records() -> None:
     throttled = DataGeneratorSource(
         None, 3000, rate_limiter_strategy=RateLimiterStrategy.per_second(2000, clock=clock, batch_seconds=0.05), batch_generator=ids, batch_size=256
     )
+    run = SourceRun(throttled, 2)
+    reference = SourceRun(plain, 2).run()
     for i in range(2):
-        s = Subtask(throttled, i, 2)
-        while not s.ended:
-            status = s.op.emit_next()
-            if status is InputStatus.NOTHING_AVAILABLE:
+        while not run.ended[i]:
+            if run.step(i) is InputStatus.NOTHING_AVAILABLE:
                 clock.now += 0.01
-            s.ended = status is InputStatus.END_OF_INPUT
-        assert all(isinstance(b, ColumnBatch) and len(b) <= 50 for b in s.out.batches)
-        assert s.values() == Subtask(plain, i, 2).run().values()
-        assert s.out.watermarks == [MAX_TIMESTAMP]
+        assert all(isinstance(b, ColumnBatch) and len(b) <= 50 for b in run.outs[i].batches)
+        assert run.values(i) == reference.values(i)
+        assert run.outs[i].watermarks == [MAX_TIMESTAMP]
 
 
 def test_throttled_generator_snapshot_inside_a_chunk_keeps_its_next_index() -> None:
     clock = FakeClock()
     src = DataGeneratorSource(lambda i: i, 500, rate_limiter_strategy=RateLimiterStrategy.per_second(100, clock=clock, batch_seconds=0.05), batch_size=100)
-    s = Subtask(src, 0, 1)
+    run = SourceRun(src, 1)
     for _ in range(3):
-        assert s.op.emit_next() is InputStatus.MORE_AVAILABLE
+        assert run.step(0) is InputStatus.MORE_AVAILABLE
         clock.now += 0.05
-    assert s.values() == list(range(15))
-    splits = s.snapshot()
-    assert min(splits)[0] == 15  # the partly emitted chunk [0, 100) goes on at 15
+    assert run.values(0) == list(range(15))
+    cp = checkpoint(run)
+    assert min(cp.splits[0])[0] == 15  # the partly emitted chunk [0, 100) goes on at 15
     fresh_clock = FakeClock(0.0)
     again = DataGeneratorSource(lambda i: i, 500, rate_limiter_strategy=RateLimiterStrategy.per_second(10**6, clock=fresh_clock), batch_size=100)
-    rest = Subtask(again, 0, 1, restored=splits)
-    while not rest.ended:
+    rest = SourceRun(again, 1, restored=cp)
+    while not rest.ended[0]:
         fresh_clock.now += 1.0
-        rest.step(1)
-    assert s.values() + rest.values() == list(range(500))
+        rest.step(0)
+    assert run.values(0) + rest.values(0) == list(range(500))
 
 
 # -- collection ----------------------------------------------------------------------------------
@@ -350,9 +311,9 @@ def test_throttled_generator_snapshot_inside_a_chunk_keeps_its_next_index() -> N
 def test_collection_source_restores_its_position(k: int) -> None:
     src = CollectionSource([f"v{i}" for i in range(103)], batch_size=10)
     assert interrupted(src, 1, k) == uninterrupted(src, 1)
-    first = Subtask(src, 0, 1)
-    first.step(4)
-    assert first.snapshot() == [(40, 103)]
+    first = SourceRun(src, 1)
+    first.steps(0, 4)
+    assert checkpoint(first).splits == [[(40, 103)]]
 
 
 def test_collection_source_columnar_restore_and_no_splits() -> None:
@@ -361,10 +322,11 @@ def test_collection_source_columnar_restore_and_no_splits() -> None:
     rows = [(i, f"n{i}") for i in range(25)]
     src = CollectionSource(rows, Types.ROW_NAMED(["id", "name"], [Types.LONG(), Types.STRING()]), batch_size=4)
     assert interrupted(src, 1, 3) == uninterrupted(src, 1)
-    s = Subtask(src, 0, 1, restored=[])
-    assert s.op.emit_next() is InputStatus.END_OF_INPUT and s.out.watermarks == [MAX_TIMESTAMP]
+    done = ended_run(src)
+    (out,) = SourceRun(src, 1, restored=done).run().outs
+    assert out.batches == [] and out.watermarks == [MAX_TIMESTAMP]
     with pytest.raises(InvalidProgramError, match="not a split"):
-        Subtask(src, 0, 1, restored=[(0, 999)])
+        SourceRun(src, 1, restored=SourceRunCheckpoint(done.coordinator, [[(0, 999)]]))
 
 
 # -- the rate source of live_activity --------------------------------------------------------------
@@ -375,26 +337,25 @@ def test_live_activity_rate_source_is_unbounded_throttled_and_resumes_from_its_p
     src = live_activity.RateEventSource(rate=200, batches_per_second=5, clock=clock)
     assert not src.is_bounded()
 
-    def pull(s: Subtask, batches: int) -> None:
+    def pull(s: SourceRun, batches: int) -> None:
         got = 0
         while got < batches:
-            status = s.op.emit_next()
+            status = s.step(0)
             assert status is not InputStatus.END_OF_INPUT
             if status is InputStatus.NOTHING_AVAILABLE:
                 clock.now += 0.05
             else:
                 got += 1
 
-    def key(s: Subtask) -> list[tuple[int, int]]:
-        return [(r.user_id, r.value) for r in s.values()]
+    def key(s: SourceRun) -> list[tuple[int, int]]:
+        return [(r.user_id, r.value) for r in s.values(0)]
 
-    a = Subtask(src, 0, 2)
+    a = SourceRun(src, 2)
     pull(a, 3)
-    assert [len(b) for b in a.out.batches] == [20, 20, 20]  # 100/s for this subtask, 5 batches a second
-    splits = a.snapshot()
-    b = Subtask(src, 0, 2, restored=splits)
+    assert [len(b) for b in a.outs[0].batches] == [20, 20, 20]  # 100/s for this subtask, 5 batches a second
+    b = SourceRun(src, 2, restored=checkpoint(a))
     pull(b, 4)
-    whole = Subtask(src, 0, 2)
+    whole = SourceRun(src, 2)
     pull(whole, 7)
     assert key(a) + key(b) == key(whole)
     expected = live_activity.live_event_columns(np.arange(140, dtype=np.int64))
@@ -412,21 +373,24 @@ def test_generator_positions_round_trip_through_checkpoint_state_files(tmp_path:
     src = DataGeneratorSource(lambda i: i, n, batch_size=10)
     emitted: list[int] = []
     files = []
+    run = SourceRun(src, 2)
+    coordinator = run.coordinator.checkpoint_coordinator(5)
     for i in range(2):
-        s = Subtask(src, i, 2)
-        s.step(4 + i)
-        emitted += s.values()
-        snap = s.op.snapshot_state(5)
+        run.steps(i, 4 + i)
+        emitted += run.values(i)
+        snap = run.ops[i].snapshot_state(5)
         assert snap is not None  # a source always has its splits to snapshot
         h = write_state_file(str(tmp_path), 5, i, 0, 2, {"gen": snap})
         assert h is not None
         files.append(h.path)
     for new_p in (2, 3):
-        rest: list[int] = []
-        for j in range(new_p):
-            ctx = read_operator_state(str(tmp_path), files, "gen", compute_key_group_range_for_operator_index(128, new_p, j), j, new_p)
-            rest += Subtask(src, j, new_p, restored=ctx.operator_lists.get(SPLITS_STATE, [])).run().values()
-        assert_exactly_once(emitted + rest, list(range(n)))
+        dealt = [
+            read_operator_state(str(tmp_path), files, "gen", compute_key_group_range_for_operator_index(128, new_p, j), j, new_p)
+            .operator_lists.get(SPLITS_STATE, [])
+            for j in range(new_p)
+        ]
+        rest = SourceRun(src, new_p, restored=SourceRunCheckpoint(coordinator, dealt)).run()
+        assert_exactly_once(emitted + [v for j in range(new_p) for v in rest.values(j)], list(range(n)))
 
 
 # -- windowed_sum --------------------------------------------------------------------------------

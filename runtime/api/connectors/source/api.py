@@ -166,6 +166,11 @@ class SourceReaderContext(Protocol):
     def attempt_number(self) -> int: ...
 
     @property
+    def max_parallelism(self) -> int:
+        """The operator's max parallelism: no restore ever has more readers (Millrace's addition)."""
+        ...
+
+    @property
     def config(self) -> Mapping[str, str]: ...
 
     def send_split_request(self) -> None: ...
@@ -186,6 +191,11 @@ class ReaderOutput(Protocol):
 
 
 class SourceReader(abc.ABC, Generic[SplitT]):
+    # True: each split's records carry their own watermark (Flink's split-local watermarks); a split
+    # added but not yet read holds the reader's watermark back. False: the reader emits its records
+    # in event-time order itself (collect with split_id None) and one watermark follows its output.
+    split_local_watermarks: bool = True
+
     def start(self) -> None:
         """Called once after the restored splits (if any) were added; ask for work here."""
 

@@ -62,6 +62,11 @@ class _ReaderContext:
         return self._op.ctx.attempt_number
 
     @property
+    def max_parallelism(self) -> int:
+        assert self._op.ctx is not None
+        return self._op.ctx.max_parallelism
+
+    @property
     def config(self) -> Mapping[str, str]:
         assert self._op.ctx is not None
         return self._op.ctx.config
@@ -169,9 +174,10 @@ class SourceReaderOperator(SourceOperator):
 
     def _add_splits(self, splits: list[Any]) -> None:
         assert self.reader is not None
-        for split in splits:
-            self._split_max.setdefault(split_id_of(split), MIN_TIMESTAMP)
-        self.reader.add_splits(list(splits))
+        self.reader.add_splits(list(splits))  # first: the reader checks that they are its splits
+        if self.reader.split_local_watermarks:
+            for split in splits:
+                self._split_max.setdefault(split_id_of(split), MIN_TIMESTAMP)
 
     # --- data ---------------------------------------------------------------------------------------
     def emit_next(self) -> InputStatus:

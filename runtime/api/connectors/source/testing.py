@@ -100,10 +100,13 @@ class TestingReaderContext:
 
     __test__ = False
 
-    def __init__(self, subtask: int = 0, parallelism: int = 1, attempt: int = 0, config: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, subtask: int = 0, parallelism: int = 1, attempt: int = 0, config: Mapping[str, str] | None = None, max_parallelism: int = 128
+    ) -> None:
         self.index_of_subtask = subtask
         self.current_parallelism = parallelism
         self.attempt_number = attempt
+        self.max_parallelism = max_parallelism
         self.config: Mapping[str, str] = dict(config or {})
         self.split_requests = 0
         self.source_events: list[Any] = []
