@@ -77,3 +77,31 @@ def test_kafka_to_windowed_sum_to_delta_exactly_once_through_two_killed_task_man
     assert len(set(killed)) == 2
     check = check_windowed_sum(out, fed)
     assert check["verified"], check
+
+
+def test_a_broker_restarted_mid_job_leaves_the_output_exact(cluster: MiniCluster, kafka: KafkaBroker, tmp_path: Path) -> None:
+    """The broker goes away while the job reads (same home and ports when it is back): the readers'
+    consumers reconnect, offset commits and partition discovery fail meanwhile and go on after."""
+    topic, group, out = f"events-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}", str(tmp_path / "out")
+    kafka.create_topic(topic, partitions=PARTITIONS)
+    windowed_sum_kafka.feed(kafka.producer(), topic, 0, CHUNK, PARTITIONS)
+    env = tail_env(2)
+    windowed_sum_kafka.build(env, kafka.bootstrap_servers, topic, out, group, checkpoint_interval_ms=300,
+                             properties={"partition.discovery.interval.ms": "500"})
+    client = cluster.submit(env.get_job_graph("windowed_sum_kafka"))
+    wait_for_all_subtasks(cluster, client.job_id)
+    wait_until(lambda: committed_total(kafka, group, topic) == CHUNK, timeout=60, what="the first events read and checkpointed")
+    kafka.close()  # our admin client goes with the broker
+    kafka.server.stop()
+    assert not kafka.server.alive()
+    kafka.server.start()
+    fed = CHUNK
+    for _ in range(2):
+        windowed_sum_kafka.feed(kafka.producer(), topic, fed, CHUNK, PARTITIONS)
+        fed += CHUNK
+    wait_until(lambda: closed_windows_written(out, fed), timeout=120, what="every closed window in the output")
+    status = savepoint(cluster, client.job_id, stop=True, drain=True, target=str(tmp_path / "sp"))
+    assert status.status == "COMPLETED", status
+    assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
+    check = check_windowed_sum(out, fed)
+    assert check["verified"], check
