@@ -1,6 +1,8 @@
-"""The live running_totals lifecycle (start from the last day's savepoint, scheduled savepoint,
-SIGKILLed TaskManagers, restore sensor, stop, retention) on a session cluster whose TaskManagers
-run on Spark executors; the output checked row for row (see the integration test it reuses)."""
+"""The live running_totals lifecycle (the daily backfill, then the live job following the
+live_events table that the appender process appends to: start from the last day's savepoint,
+scheduled savepoint, SIGKILLed TaskManagers, restore sensor, stop, start from the stop's
+savepoint, retention) on a session cluster whose TaskManagers run on Spark executors; the output
+checked row for row (see the integration test it reuses)."""
 from __future__ import annotations
 
 from pathlib import Path
