@@ -4,6 +4,7 @@ from runtime.api.connectors.sink.api import (
     WRITER_STATE,
     Committer,
     CommitterContext,
+    DeliveryGuarantee,
     FinalCommittables,
     SinkTailEvent,
     SinkWriter,
@@ -14,6 +15,6 @@ from runtime.api.connectors.sink.committer import CommitterCoordinator, Committe
 from runtime.api.connectors.sink.writer_operator import SinkWriterOperator
 
 __all__ = [
-    "WRITER_STATE", "Committer", "CommitterContext", "CommitterCoordinator", "CommitterCoordinatorProvider", "FinalCommittables",
+    "WRITER_STATE", "Committer", "CommitterContext", "CommitterCoordinator", "CommitterCoordinatorProvider", "DeliveryGuarantee", "FinalCommittables",
     "SinkTailEvent", "SinkWriter", "SinkWriterContext", "SinkWriterOperator", "TwoPhaseCommittingSink",
 ]

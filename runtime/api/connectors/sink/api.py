@@ -19,6 +19,7 @@ clean-up hooks on restore and on a job that did not finish. A connector keeps on
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -28,6 +29,14 @@ from runtime.core.records import RecordBatch
 CommT = TypeVar("CommT")
 
 WRITER_STATE = "sink-writer"  # operator list state: the writer's own state
+
+
+class DeliveryGuarantee(enum.Enum):
+    """What a sink promises about its records through failures (Flink's org.apache.flink.connector.base.DeliveryGuarantee)."""
+
+    EXACTLY_ONCE = "exactly-once"  # each record once, visible when the checkpoint that holds it completes
+    AT_LEAST_ONCE = "at-least-once"  # nothing lost: a checkpoint waits until the records before it are acknowledged
+    NONE = "none"  # best effort: records may be lost or duplicated
 
 
 class SinkWriterContext(Protocol):
@@ -158,6 +167,6 @@ def unwrap(per_subtask: list[Any] | None) -> tuple[list[Any], bool]:
 
 
 __all__ = [
-    "WRITER_STATE", "Committer", "CommitterContext", "FinalCommittables", "SinkTailEvent", "SinkWriter", "SinkWriterContext",
+    "WRITER_STATE", "Committer", "CommitterContext", "DeliveryGuarantee", "FinalCommittables", "SinkTailEvent", "SinkWriter", "SinkWriterContext",
     "TwoPhaseCommittingSink", "unwrap",
 ]
