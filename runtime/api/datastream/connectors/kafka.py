@@ -6,5 +6,15 @@ from runtime.api.connectors.kafka_sink import (
     KafkaSink,
     KafkaSinkBuilder,
 )
+from runtime.api.connectors.kafka_source import (
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaSource,
+    KafkaSourceBuilder,
+    KafkaTopicPartition,
+)
 
-__all__ = ["DeliveryGuarantee", "KafkaRecordSerializationSchema", "KafkaRecordSerializationSchemaBuilder", "KafkaSink", "KafkaSinkBuilder"]
+__all__ = [
+    "DeliveryGuarantee", "KafkaOffsetResetStrategy", "KafkaOffsetsInitializer", "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder", "KafkaSink", "KafkaSinkBuilder", "KafkaSource", "KafkaSourceBuilder", "KafkaTopicPartition",
+]
