@@ -5,8 +5,9 @@ ZooKeeper (through Curator). Millrace's HA services talk to a real server throug
 and local clusters need one: not a fake that agrees with whatever the client expects, but the same
 leader election, sessions and watches a production ensemble has. ZooKeeper is a Java program; this
 module fetches its jars once (no Maven, no Ivy: eight files over HTTPS, each checked against Maven
-Central's `.sha1`), writes a `zoo.cfg` and runs `QuorumPeerMain` as a child process in its own
-session, either one node (standalone) or an ensemble of N nodes on loopback.
+Central's `.sha1`, by runtime.deploy.java_servers as Kafka's are), writes a `zoo.cfg` and runs
+`QuorumPeerMain` as a child process in its own session, either one node (standalone) or an
+ensemble of N nodes on loopback.
 
     python -m runtime.deploy.zookeeper_server fetch | start [--home DIR] [--port 2181] [--ensemble 3] | stop | status
 
@@ -16,19 +17,13 @@ session, either one node (standalone) or an ensemble of N nodes on loopback.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -37,11 +32,12 @@ from typing import Self
 from pydantic import BaseModel, Field, ValidationError
 
 from runtime.core.errors import MillraceError
+from runtime.deploy import java_servers
+from runtime.deploy.java_servers import MAVEN_CENTRAL, JavaServerError, free_ports  # MAVEN_CENTRAL, free_ports: callers import them from here
 
 log = logging.getLogger(__name__)
 
 ZOOKEEPER_VERSION = "3.9.5"
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 # group:artifact:version; exactly what QuorumPeerMain needs (slf4j-simple: without a provider
@@ -62,13 +58,12 @@ DEFAULT_HOME = Path(".millrace") / "zookeeper"
 LOG_FILE = "zookeeper.log"
 TICK_TIME_MS = 500
 STOP_GRACE_S = 5.0
-_DOWNLOAD_TIMEOUT_S = 60.0
 _PROBE_TIMEOUT_S = 1.0
 # slf4j-simple's lines carry a wall-clock time (its default is milliseconds since the JVM started)
 _LOG_OPTIONS = ("-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss.SSS")
 
 
-class ZooKeeperError(MillraceError):
+class ZooKeeperError(JavaServerError):
     """A ZooKeeper server could not be fetched, started or reached."""
 
 
@@ -78,106 +73,17 @@ class ZooKeeperError(MillraceError):
 
 def jars_dir() -> Path:
     """Where this environment keeps the ZooKeeper jars (beside runtime.deploy.spark_jars' jars)."""
-    return Path(sys.prefix) / "share" / "millrace" / f"zookeeper-{ZOOKEEPER_VERSION}"
-
-
-def _jar_url(coordinate: str, repository: str) -> str:
-    group, artifact, version = coordinate.split(":")
-    return f"{repository.rstrip('/')}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
-
-
-def _jar_name(coordinate: str) -> str:
-    _, artifact, version = coordinate.split(":")
-    return f"{artifact}-{version}.jar"
-
-
-def _sha1(data: bytes) -> str:
-    return hashlib.sha1(data, usedforsecurity=False).hexdigest()
-
-
-def _verified(jar: Path) -> bool:
-    """True if `jar` is there and matches the sha1 recorded beside it when it was downloaded."""
-    try:
-        recorded = jar.with_name(jar.name + ".sha1").read_text().strip()
-        return bool(recorded) and _sha1(jar.read_bytes()) == recorded
-    except OSError:
-        return False
-
-
-def _download(url: str, coordinate: str) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=_DOWNLOAD_TIMEOUT_S) as response:
-            data: bytes = response.read()
-            return data
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ZooKeeperError(f"downloading {coordinate} from {url} failed ({exc}); Maven Central must be reachable once to fetch the ZooKeeper jars") from exc
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the jars from other users of this environment
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)  # a reader sees the whole file or none
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return java_servers.jars_home() / f"zookeeper-{ZOOKEEPER_VERSION}"
 
 
 def fetch_jars(dest: Path | None = None, repository: str = MAVEN_CENTRAL) -> list[Path]:
-    """The ZooKeeper classpath: each jar of JARS in `dest` (default jars_dir()), downloaded once.
-
-    A jar is downloaded only if it is missing or no longer matches the sha1 recorded when it was
-    fetched; a download must match Maven Central's `.sha1` for it, else it is refused (and nothing
-    is written). Jar and sha1 are each written atomically, the sha1 last, so an interrupted fetch
-    leaves a jar that the next call downloads again."""
-    base = jars_dir() if dest is None else dest
-    base.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for coordinate in JARS:
-        jar = base / _jar_name(coordinate)
-        if not _verified(jar):
-            url = _jar_url(coordinate, repository)
-            log.info("fetching %s from %s", coordinate, url)
-            published = _download(url + ".sha1", coordinate).decode("ascii", errors="replace").split()
-            expected = published[0].lower() if published else ""
-            data = _download(url, coordinate)
-            actual = _sha1(data)
-            if actual != expected:
-                raise ZooKeeperError(
-                    f"{coordinate} downloaded from {url} has sha1 {actual}, but Maven Central publishes {expected or '(nothing)'}; "
-                    "refusing it (a proxy or a broken transfer?): run the fetch again"
-                )
-            _write_atomically(jar, data)
-            _write_atomically(jar.with_name(jar.name + ".sha1"), (actual + "\n").encode())
-        paths.append(jar)
-    return paths
+    """The ZooKeeper classpath: each jar of JARS in `dest` (default jars_dir()), downloaded once and
+    checked against Maven Central's sha1 (runtime.deploy.java_servers.fetch_jars)."""
+    return java_servers.fetch_jars(JARS, jars_dir() if dest is None else dest, "ZooKeeper", repository, ZooKeeperError)
 
 
 # --------------------------------------------------------------------------------------------------
-# ports, four-letter words, processes
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on 127.0.0.1 (all bound at once, then released)."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-        return ports
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM binds: a stopped server's TIME_WAIT does not count
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+# four-letter words
 
 
 def four_letter_word(port: int, word: str, host: str = "127.0.0.1", timeout_s: float = _PROBE_TIMEOUT_S) -> str | None:
@@ -200,36 +106,6 @@ def server_mode(port: int, host: str = "127.0.0.1") -> str | None:
         if line.startswith("Mode:"):
             return line.split(":", 1)[1].strip()
     return None
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(Path(home) / "bin" / "java", os.X_OK):
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        raise ZooKeeperError("ZooKeeper needs Java (17) on PATH or JAVA_HOME: install a JDK, e.g. apt-get install openjdk-17-jre-headless")
-    return found
-
-
-def _log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _is_our_server(pid: int, cfg: Path) -> bool:
-    """True if `pid` is a live (not zombie) QuorumPeerMain of `cfg`: a recorded pid may have been reused."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            args = f.read().split(b"\0")
-    except (OSError, IndexError):
-        return False
-    return MAIN_CLASS.encode() in args and str(cfg).encode() in args
 
 
 # --------------------------------------------------------------------------------------------------
@@ -285,7 +161,7 @@ class ZooKeeperServer:
         """True while the JVM runs (whether or not it serves yet)."""
         if self._proc is not None:
             return self._proc.poll() is None
-        return self._adopted_pid is not None and _is_our_server(self._adopted_pid, self.cfg_path)
+        return self._adopted_pid is not None and java_servers.is_live_process_of(self._adopted_pid, (MAIN_CLASS, str(self.cfg_path)))
 
     def mode(self) -> str | None:
         """`standalone`, `leader` or `follower`; None while it does not serve."""
@@ -307,19 +183,19 @@ class ZooKeeperServer:
         if self.peers:
             lines += ["initLimit=10", "syncLimit=5", "reconfigEnabled=false"]
             lines += [f"server.{i}=127.0.0.1:{quorum}:{election}" for i, (quorum, election) in sorted(self.peers.items())]
-        _write_atomically(self.cfg_path, ("\n".join(lines) + "\n").encode())
-        _write_atomically(self.data_dir / "myid", f"{self.server_id}\n".encode())
+        java_servers.write_atomically(self.cfg_path, ("\n".join(lines) + "\n").encode())
+        java_servers.write_atomically(self.data_dir / "myid", f"{self.server_id}\n".encode())
 
     def launch(self) -> None:
         """Write cfg and myid and start the JVM; returns at once (see wait_serving)."""
         if self.alive():
             raise ZooKeeperError(f"ZooKeeper node {self.server_id} in {self.home} is already running (pid {self.pid})")
-        if not _port_free(self.client_port):  # else `ruok` would be answered by whoever holds it
+        if not java_servers.port_free(self.client_port):  # else `ruok` would be answered by whoever holds it
             raise ZooKeeperError(f"port {self.client_port} on 127.0.0.1 is in use; ZooKeeper node {self.server_id} needs another client port (0: a free one)")
         classpath = os.pathsep.join(str(p) for p in fetch_jars())
         self.home.mkdir(parents=True, exist_ok=True)
         self.write_config()
-        command = [_java(), "-Xmx256m", *_LOG_OPTIONS, "-cp", classpath, MAIN_CLASS, str(self.cfg_path)]
+        command = [java_servers.java("ZooKeeper", ZooKeeperError), "-Xmx256m", *_LOG_OPTIONS, "-cp", classpath, MAIN_CLASS, str(self.cfg_path)]
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self._adopted_pid = None
@@ -338,10 +214,10 @@ class ZooKeeperServer:
             if not self.alive():
                 code = self._proc.returncode if self._proc is not None else None
                 raise ZooKeeperError(f"ZooKeeper node {self.server_id} ({self.connect_string}) exited with code {code} before it served; "
-                                     f"its log ({self.log_path}) ends with:\n{_log_tail(self.log_path)}")
+                                     f"its log ({self.log_path}) ends with:\n{java_servers.log_tail(self.log_path)}")
             if time.monotonic() > deadline:
                 raise ZooKeeperError(f"ZooKeeper node {self.server_id} ({self.connect_string}) did not serve within {timeout_s:.0f}s; "
-                                     f"its log ({self.log_path}) ends with:\n{_log_tail(self.log_path)}")
+                                     f"its log ({self.log_path}) ends with:\n{java_servers.log_tail(self.log_path)}")
             time.sleep(0.05)
 
     def start(self, timeout_s: float = 30.0) -> Self:
@@ -357,10 +233,8 @@ class ZooKeeperServer:
 
     def _signal(self, sig: signal.Signals) -> None:
         pid = self.pid
-        if pid is None or not self.alive():
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, sig)  # its own session: the process group id is its pid
+        if pid is not None and self.alive():
+            java_servers.signal_group(pid, sig)  # its own session: the process group id is its pid
 
     def _wait_gone(self, timeout_s: float) -> bool:
         if self._proc is not None:
@@ -369,12 +243,7 @@ class ZooKeeperServer:
                 return True
             except subprocess.TimeoutExpired:
                 return False
-        deadline = time.monotonic() + timeout_s
-        while self.alive():  # not our child: its parent (init) reaps it
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return java_servers.wait_until_gone(self.alive, timeout_s)  # not our child: its parent (init) reaps it
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM to the node's process group, SIGKILL if it is still there after `grace_s`; waits until it is gone."""
@@ -527,7 +396,7 @@ def start_detached(home: str | os.PathLike[str], port: int = 2181, ensemble: int
         nodes=[NodeRecord(server_id=n.server_id, pid=n.pid or 0, client_port=n.client_port, home=str(n.home)) for n in nodes],
         started_at_ms=int(time.time() * 1000),
     )
-    _write_atomically(record_path(home), record.model_dump_json(indent=2).encode())
+    java_servers.write_atomically(record_path(home), record.model_dump_json(indent=2).encode())
     return record
 
 
