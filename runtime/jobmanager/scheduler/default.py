@@ -322,10 +322,13 @@ class DefaultScheduler:
         """An operator coordinator's event for one attempt (CoordinatorServices.deliver): sent to its
         TaskManager if that attempt is the subtask's current one and runs; else dropped."""
         ev = self.eg.vertex(ExecutionVertexID(vertex_id, subtask))
-        ex = ev.current_execution
-        slot = self.placement.get(ev.id)
+        # the current attempt or a speculative one beside it (each runs in a slot of its own)
+        ex = next((e for e in ev.current_executions() if e.attempt_number == attempt), None)
+        if ex is None:
+            return False
+        slot = self.placement.get(ev.id) if ex is ev.current_execution else ex.assigned_resource
         # INITIALIZING too: a reader registers while its chain opens, before the task reports RUNNING
-        if ex.attempt_number != attempt or ex.state not in _EVENT_STATES or slot is None:
+        if ex.state not in _EVENT_STATES or not isinstance(slot, PhysicalSlot):
             return False
         msg = m.OperatorEventToTask(job_id=self.job_id, execution_attempt_id=ex.attempt_id, node_id=node_id, payload=payload)
         ack: m.Ack = await self.host.task_executor(slot.tm_id).send_operator_event_to_task(msg, timeout=10)

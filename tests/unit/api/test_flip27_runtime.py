@@ -115,6 +115,30 @@ def test_the_coordinator_assigns_on_request_to_the_registered_attempt_only() -> 
     assert _assigned(ctx, 0) == ["a"]
 
 
+def test_a_speculative_attempt_gets_what_its_subtask_got_and_every_later_split_too() -> None:
+    coord, ctx = _coordinator([Split(n, [0]) for n in "abc"], parallelism=1)
+    assert coord.supports_concurrent_execution_attempts
+    coord.handle_event_from_operator(0, 0, ReaderRegistrationEvent(0, 0))
+    coord.handle_event_from_operator(0, 0, RequestSplitEvent())  # a -> attempt 0
+    ctx.sent.clear()
+    coord.handle_event_from_operator(0, 1, ReaderRegistrationEvent(0, 1))  # a speculative attempt: a replayed to it alone
+    assert [(att, [x.split_id for x in e.splits]) for _, att, e in ctx.sent] == [(1, ["a"])]
+    assert coord.readers[0].attempt == 0  # the enumerator still sees one reader
+    ctx.sent.clear()
+    coord.handle_event_from_operator(0, 1, RequestSplitEvent())  # either attempt may ask: b -> both
+    assert sorted((att, [x.split_id for x in e.splits]) for _, att, e in ctx.sent) == [(0, ["b"]), (1, ["b"])]
+    coord.execution_attempt_failed(0, 0)  # the original loses (cancelled): the other goes on as the subtask's reader
+    assert coord.readers[0].attempt == 1
+    ctx.sent.clear()
+    coord.handle_event_from_operator(0, 1, RequestSplitEvent())
+    coord.handle_event_from_operator(0, 1, RequestSplitEvent())  # nothing left: no more splits
+    assert [(att, type(e).__name__) for _, att, e in ctx.sent] == [(1, "AddSplitEvent"), (1, "NoMoreSplitsEvent")]
+    ctx.sent.clear()
+    coord.handle_event_from_operator(0, 2, ReaderRegistrationEvent(0, 2))  # a late attempt: everything, then the end
+    assert [(att, type(e).__name__) for _, att, e in ctx.sent] == [(2, "AddSplitEvent"), (2, "NoMoreSplitsEvent")]
+    assert [x.split_id for x in ctx.sent[0][2].splits] == ["a", "b", "c"]
+
+
 def test_a_failed_reader_gets_back_what_it_got_after_the_checkpoint_it_restarts_from() -> None:
     coord, ctx = _coordinator([Split(n, [0]) for n in "abcde"], parallelism=2)
     for s in (0, 1):

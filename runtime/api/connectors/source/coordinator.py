@@ -81,26 +81,24 @@ class _EnumeratorContext:
 
     def assign_splits(self, assignment: Mapping[int, list[Any]]) -> None:
         for subtask, splits in assignment.items():
-            reader = self._c.readers.get(subtask)
-            if reader is None:
+            if subtask not in self._c.readers:
                 raise ValueError(f"source '{self._c.operator_name}': cannot assign splits to subtask {subtask}, no reader is registered there")
             if not splits:
                 continue
             self._c.tracker.record(subtask, list(splits))
-            self._c.context.send_event(subtask, reader.attempt, AddSplitEvent(list(splits)))
+            self._c.history.setdefault(subtask, []).extend(splits)
+            self._c.send_to_attempts(subtask, AddSplitEvent(list(splits)))
 
     def assign_split(self, split: Any, subtask: int) -> None:
         self.assign_splits({subtask: [split]})
 
     def signal_no_more_splits(self, subtask: int) -> None:
-        reader = self._c.readers.get(subtask)
-        if reader is not None:
-            self._c.context.send_event(subtask, reader.attempt, NoMoreSplitsEvent())
+        if subtask in self._c.readers:
+            self._c.no_more.add(subtask)
+            self._c.send_to_attempts(subtask, NoMoreSplitsEvent())
 
     def send_event_to_source_reader(self, subtask: int, event: Any) -> None:
-        reader = self._c.readers.get(subtask)
-        if reader is not None:
-            self._c.context.send_event(subtask, reader.attempt, SourceEventWrapper(event))
+        self._c.send_to_attempts(subtask, SourceEventWrapper(event))
 
     def run_in_coordinator_thread(self, fn: Callable[[], None]) -> None:
         self._c.context.execute(lambda: None if self.closed else fn())
@@ -140,10 +138,20 @@ class _EnumeratorContext:
 
 
 class SourceCoordinator(OperatorCoordinator):
+    """Speculative attempts of a source subtask (Flink's FLIP-245) read the same splits: the
+    enumerator sees one reader per subtask; every split assigned to it goes to all its running
+    attempts, and an attempt that registers later gets what its subtask was given so far
+    (splits, then no-more-splits) replayed, so whichever attempt wins emitted all of it."""
+
+    supports_concurrent_execution_attempts = True
+
     def __init__(self, context: OperatorCoordinatorContext, source: Any) -> None:
         super().__init__(context)
         self.source = source
-        self.readers: dict[int, ReaderInfo] = {}
+        self.readers: dict[int, ReaderInfo] = {}  # per subtask: its first running attempt (what the enumerator sees)
+        self.attempts: dict[int, set[int]] = {}  # per subtask: its running attempts
+        self.history: dict[int, list[Any]] = {}  # per subtask: the splits assigned since its reader registered
+        self.no_more: set[int] = set()  # subtasks told there are no more splits
         self.tracker = SplitAssignmentTracker()
         self.enumerator: SplitEnumerator[Any, Any] | None = None
         self._enum_context: _EnumeratorContext | None = None
@@ -179,12 +187,19 @@ class SourceCoordinator(OperatorCoordinator):
     def handle_event_from_operator(self, subtask: int, attempt: int, event: Any) -> None:
         assert self.enumerator is not None
         if isinstance(event, ReaderRegistrationEvent):
+            running = self.attempts.setdefault(subtask, set())
+            running.add(attempt)
+            if subtask in self.readers:  # a concurrent (speculative) attempt: what its subtask got so far
+                if self.history.get(subtask):
+                    self.context.send_event(subtask, attempt, AddSplitEvent(list(self.history[subtask])))
+                if subtask in self.no_more:
+                    self.context.send_event(subtask, attempt, NoMoreSplitsEvent())
+                return
             self.readers[subtask] = ReaderInfo(subtask, attempt)
             self.enumerator.add_reader(subtask)
             return
-        reader = self.readers.get(subtask)
-        if reader is None or reader.attempt != attempt:
-            log.debug("source '%s': event from subtask %d attempt %d, not its registered reader: dropped", self.operator_name, subtask, attempt)
+        if attempt not in self.attempts.get(subtask, ()):
+            log.debug("source '%s': event from subtask %d attempt %d, not a registered reader: dropped", self.operator_name, subtask, attempt)
             return
         if isinstance(event, RequestSplitEvent):
             self.enumerator.handle_split_request(subtask, event.hostname)
@@ -193,10 +208,25 @@ class SourceCoordinator(OperatorCoordinator):
         else:
             raise TypeError(f"source '{self.operator_name}': unknown event {type(event).__name__} from subtask {subtask}")
 
+    def send_to_attempts(self, subtask: int, event: Any) -> None:
+        for attempt in sorted(self.attempts.get(subtask, ())):
+            self.context.send_event(subtask, attempt, event)
+
     def execution_attempt_failed(self, subtask: int, attempt: int) -> None:
-        reader = self.readers.get(subtask)
-        if reader is not None and reader.attempt == attempt:
-            del self.readers[subtask]
+        running = self.attempts.get(subtask)
+        if running is None or attempt not in running:
+            return
+        running.discard(attempt)
+        if running:  # another attempt of the subtask goes on with the same splits
+            self.readers[subtask] = ReaderInfo(subtask, min(running))
+        else:
+            self._forget(subtask)
+
+    def _forget(self, subtask: int) -> None:
+        self.readers.pop(subtask, None)
+        self.attempts.pop(subtask, None)
+        self.history.pop(subtask, None)
+        self.no_more.discard(subtask)
 
     def checkpoint_coordinator(self, checkpoint_id: int) -> bytes | None:
         assert self.enumerator is not None
@@ -209,7 +239,8 @@ class SourceCoordinator(OperatorCoordinator):
             self.enumerator.notify_checkpoint_complete(checkpoint_id)
 
     def reset_coordinator(self, checkpoint_id: int | None, state: bytes | None) -> None:
-        self.readers.clear()
+        for subtask in list(self.readers):
+            self._forget(subtask)
         self.tracker = SplitAssignmentTracker()
         if state is None:
             self._install()
@@ -224,7 +255,7 @@ class SourceCoordinator(OperatorCoordinator):
         self._install(enumerator_state, restored=True)
 
     def subtask_reset(self, subtask: int, checkpoint_id: int | None) -> None:
-        self.readers.pop(subtask, None)
+        self._forget(subtask)
         splits = self.tracker.take_back(subtask, checkpoint_id)
         if splits and self.enumerator is not None:
             self.enumerator.add_splits_back(splits, subtask)
