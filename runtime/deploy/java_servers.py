@@ -2,8 +2,7 @@
 Central (each checked against its published `.sha1`), free loopback ports, the `java` binary, a
 recorded pid that is still the server it was, and signals to a server's process group.
 
-runtime.deploy.kafka_server builds on it; runtime.deploy.zookeeper_server has the same steps inline
-(its own copy predates this module).
+runtime.deploy.kafka_server and runtime.deploy.zookeeper_server build on it.
 """
 from __future__ import annotations
 
