@@ -110,6 +110,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CONNECTION_TIMEOUT_MS = 30_000  # librdkafka's socket.connection.setup.timeout.ms default
 TRANSACTION_OPERATION_TIMEOUT_S = 60.0  # init / send offsets / commit / abort of one transaction
+# one subtask's records of one checkpoint above this many bytes: a warning (benchmarks/kafka_sink.py: ~20 MB
+# per checkpoint still commit in well under a second; ~120 MB take seconds and checkpoints fall behind)
+LARGE_COMMITTABLE_BYTES = 32 * 1024 * 1024
 MARKER_PARTITION = 0
 MARKER_JOBS_KEPT = 16  # the marker's metadata (at most offset.metadata.max.bytes, 4096 by default) keeps the newest jobs
 _MARKER_FORMAT = 1
@@ -286,6 +289,16 @@ class KafkaSink(Sink, TwoPhaseCommittingSink[KafkaCommittable]):
             defaults["enable.idempotence"] = True  # retries neither duplicate nor reorder (the Java client's default)
         return {**defaults, **self.properties, "bootstrap.servers": self.bootstrap_servers, **extra}
 
+    def check_properties(self) -> None:
+        """librdkafka checks the settings (names, ranges, combinations) of a client that never connects (no brokers given)."""
+        settings = {k: v for k, v in self.client_config().items() if k != "bootstrap.servers"}
+        if self.exactly_once:
+            settings["transactional.id"] = f"{self.transactional_id_prefix}-committer"
+        try:
+            Producer(settings)
+        except KafkaException as e:
+            raise InvalidProgramError(f"KafkaSink: the Kafka client refuses its properties: {str(e.args[0].str() if e.args else e).strip()}") from None
+
     def consumer_config(self, group_id: str) -> dict[str, Any]:
         """A consumer's settings: only the sink's connection and security properties (producer ones would be warned about)."""
         own = {k: v for k, v in self.properties.items() if k.startswith(_CONSUMER_PREFIXES)}
@@ -375,7 +388,9 @@ class KafkaSinkBuilder:
                 "KafkaSink: EXACTLY_ONCE needs set_transactional_id_prefix(...), unique to this sink among those writing to the same "
                 "Kafka cluster (its transactional id and the consumer group of its commit marker are named by it)"
             )
-        return KafkaSink(self._servers, self._serializer, self._guarantee, self._prefix, self._properties)
+        sink = KafkaSink(self._servers, self._serializer, self._guarantee, self._prefix, self._properties)
+        sink.check_properties()
+        return sink
 
 
 # --- the writer (each subtask) ------------------------------------------------------------------------
@@ -395,6 +410,8 @@ class KafkaWriter(SinkWriter[KafkaCommittable]):
         self._values: list[bytes | None] = []
         self._keys: list[bytes | None] | None = [] if sink.serializer.key_schema is not None else None
         self._timestamps: list[int] | None = None
+        self._bytes = 0
+        self._warned = False
         if sink.exactly_once:
             self._check_checkpointing(context.config)
         else:
@@ -444,6 +461,7 @@ class KafkaWriter(SinkWriter[KafkaCommittable]):
                 self._keys.extend(keys)
             if self._timestamps is not None:
                 self._timestamps.extend(timestamps if timestamps is not None else repeat(0, len(values)))
+            self._bytes += sum(len(v) for v in values if v is not None)
             return
         self._raise_failures()
         self.records_sent += produce_all(self._producer, self.sink.topic, values, keys, timestamps)
@@ -462,11 +480,17 @@ class KafkaWriter(SinkWriter[KafkaCommittable]):
     def prepare_commit(self) -> list[KafkaCommittable]:
         if not self._values:
             return []
+        if self._bytes > LARGE_COMMITTABLE_BYTES and not self._warned:
+            self._warned = True
+            log.warning("%s: %d records (%.0f MB) in one checkpoint: exactly-once records travel through the checkpoint's metadata "
+                        "to the JobMaster, which produces them; checkpoints this large take seconds (checkpoint more often)",
+                        self.where, len(self._values), self._bytes / 1e6)
         committable = KafkaCommittable(self.context.job_id, self.context.subtask_index, 2 * self._last_checkpoint + 1, self._values,
                                        self._keys, self._timestamps)
         self._values = []
         self._keys = [] if self._keys is not None else None
         self._timestamps = None
+        self._bytes = 0
         return [committable]
 
     def snapshot_state(self, checkpoint_id: int) -> list[Any]:
@@ -475,6 +499,7 @@ class KafkaWriter(SinkWriter[KafkaCommittable]):
 
     def abort(self) -> None:
         self._values = []
+        self._bytes = 0
         if self._producer is not None:
             self._producer.purge()  # NONE / AT_LEAST_ONCE: what is not sent yet goes (a restart sends it again)
 

@@ -73,6 +73,10 @@ def test_the_builders_name_what_is_missing_or_wrong() -> None:
         KafkaSink.builder().set_property("transactional.id", "x")
     with pytest.raises(InvalidProgramError, match="transaction.timeout.ms must be a whole number"):
         _sink(transaction_timeout_ms="1 minute")
+    with pytest.raises(InvalidProgramError, match="refuses its properties: .*socket.connection.setup.timeout.ms.* value 500 is outside"):
+        _sink(socket_connection_setup_timeout_ms="500")  # librdkafka's own check, at build()
+    with pytest.raises(InvalidProgramError, match='No such configuration property: "no.such.property"'):
+        _sink(no_such_property="1")
     sink = _sink(DeliveryGuarantee.AT_LEAST_ONCE, linger_ms="20")
     assert sink.default_name() == "KafkaSink(out)" and sink.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE
     config = sink.client_config()
