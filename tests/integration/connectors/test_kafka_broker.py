@@ -14,9 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from runtime.deploy.java_servers import port_free
 from runtime.deploy.kafka_server import KafkaServer, read_record, status, stop_recorded
-from tests.kafka_support import KafkaBroker, kafka_broker_fixture
-
-kafka = kafka_broker_fixture()
+from tests.kafka_support import KafkaBroker
 
 
 def test_the_broker_serves_a_metadata_request_soon_after_start(kafka: KafkaBroker) -> None:

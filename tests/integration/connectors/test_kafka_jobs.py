@@ -14,17 +14,20 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from benchmarks.measure import check_windowed_sum
 from pipelines.jobs import windowed_sum_kafka
+from runtime.api.common import WatermarkStrategy
+from runtime.api.common.serialization import SimpleStringSchema
+from runtime.api.connectors.kafka_sink import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
+from runtime.api.connectors.kafka_source import KafkaSource
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from tests.conftest import _children_alive
 from tests.integration.connectors.test_continuous_delta_source import closed_windows_written, kill_a_task_manager, tail_env
 from tests.integration.runtime.test_savepoints import savepoint
-from tests.kafka_support import KafkaBroker, kafka_broker_fixture
+from tests.kafka_support import KafkaBroker
 from tests.waiting import wait_for_all_subtasks, wait_until
 
 pytestmark = pytest.mark.integration
 
-kafka = kafka_broker_fixture()
 PARTITIONS = 4
 CHUNK = 4000  # events per feed: 4 s of event time
 
@@ -77,6 +80,36 @@ def test_kafka_to_windowed_sum_to_delta_exactly_once_through_two_killed_task_man
     assert len(set(killed)) == 2
     check = check_windowed_sum(out, fed)
     assert check["verified"], check
+
+
+def test_kafka_to_map_to_kafka_exactly_once_through_a_killed_task_manager(cluster: MiniCluster, kafka: KafkaBroker, tmp_path: Path) -> None:
+    """KafkaSource -> map -> KafkaSink EXACTLY_ONCE while records keep coming and a TaskManager is
+    SIGKILLed: a read_committed consumer of the output sees every input record, transformed, once."""
+    source_topic, out_topic = f"in-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(source_topic, partitions=PARTITIONS)
+    kafka.create_topic(out_topic, partitions=2)
+    n = 3 * 3000
+    kafka.produce(source_topic, [f"r{i}" for i in range(3000)])
+    env = tail_env(2)
+    env.enable_checkpointing(300)
+    source = (KafkaSource.builder().set_bootstrap_servers(kafka.bootstrap_servers).set_topics(source_topic)
+              .set_value_only_deserializer(SimpleStringSchema()).build())
+    sink = (KafkaSink.builder().set_bootstrap_servers(kafka.bootstrap_servers)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(out_topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix(f"tx-{uuid.uuid4().hex[:6]}").build())
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka in").map(lambda v: v.upper()).sink_to(sink)
+    client = cluster.submit(env.get_job_graph("kafka-map-kafka"))
+    wait_until(lambda: len(kafka.consume_all(out_topic)) > 0, timeout=60, what="the first committed transaction in the output")
+    kafka.produce(source_topic, [f"r{i}" for i in range(3000, 6000)])
+    kill_a_task_manager(cluster, client.job_id)
+    kafka.produce(source_topic, [f"r{i}" for i in range(6000, n)])
+    wait_until(lambda: len(kafka.consume_all(out_topic)) >= n, timeout=120, what=f"{n} records committed to the output")
+    status = savepoint(cluster, client.job_id, stop=True, target=str(tmp_path / "sp"))  # the last checkpoint's transaction commits
+    assert status.status == "COMPLETED", status
+    got = sorted(v.decode() for v in kafka.consume_all(out_topic))
+    assert got == sorted(f"R{i}" for i in range(n)), f"{len(got)} records, {len(got) - len(set(got))} duplicated"
+    assert len(kafka.consume_all(out_topic, isolation="read_uncommitted")) > 0
 
 
 def test_a_broker_restarted_mid_job_leaves_the_output_exact(cluster: MiniCluster, kafka: KafkaBroker, tmp_path: Path) -> None:

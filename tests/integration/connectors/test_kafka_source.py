@@ -24,12 +24,11 @@ from runtime.api.connectors.kafka_source import (
 )
 from runtime.api.connectors.source.testing import SourceHarness
 from runtime.core.errors import InvalidProgramError
-from tests.kafka_support import KafkaBroker, kafka_broker_fixture
+from tests.kafka_support import KafkaBroker
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-kafka = kafka_broker_fixture()
 
 
 def topic_with(kafka: KafkaBroker, partitions: int, per_partition: int, prefix: str = "v") -> str:
