@@ -28,6 +28,12 @@ read positions.
     millrace run pipelines/jobs/running_totals.py --streaming --input warehouse/live_events \
         --start-day 2026-01-03 --output warehouse/running_totals --savepoint <day 2026-01-02's savepoint>
 
+Live from Kafka (`--streaming --source kafka --bootstrap-servers ... --topic live_events`): the
+same, reading a topic that pipelines/jobs/events_to_kafka.py (the Dagster job
+`events_to_kafka_job`) fills with the daily events, JSON rows timestamped with their ts_ms; from a
+daily savepoint it starts at the first record of --start-day by Kafka timestamp, from a live one at
+the offsets in it.
+
 Per user the state is the totals of the days already emitted plus the events of days not yet
 emitted (a map day -> counts): a day's row is emitted by an event-time timer at the end of that
 day, so events of the next day that arrive before the watermark passes midnight never leak into
@@ -45,8 +51,10 @@ import pyarrow as pa
 from pipelines.jobs.daily_events import DAY_MS, EVENT_COLUMNS, day_index, day_name, day_start_ms
 from pipelines.live_events import first_version_of_day
 from runtime.api.common import Configuration, Row, TimestampAssigner, Types, WatermarkStrategy
+from runtime.api.common.serialization import JsonRowDeserializationSchema
 from runtime.api.connectors.delta import DeltaSink
 from runtime.api.connectors.delta_source import DeltaSource
+from runtime.api.connectors.kafka_source import KafkaOffsetsInitializer, KafkaSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.api.datastream.functions import KeyedProcessFunction, RuntimeContext
 from runtime.api.datastream.state import MapStateDescriptor, ValueStateDescriptor
@@ -89,6 +97,8 @@ DAILY_SINK_UID = "daily-totals-sink"
 # the live source reads the live_events table; "live-events" was the generator that fed the live job
 # before: its savepoints hold no position in the table (refused, see restores_live_positions)
 LIVE_SOURCE_UID, LIVE_SINK_UID = "live-events-table", "live-totals-sink"
+LIVE_KAFKA_SOURCE_UID = "live-events-kafka"  # --source kafka: the topic's offsets
+EVENT_TYPE = Types.ROW_NAMED(list(EVENT_COLUMNS), [Types.LONG()] * len(EVENT_COLUMNS))
 
 
 def daily_source_uid(day: str) -> str:
@@ -178,19 +188,40 @@ def build_daily(env: StreamExecutionEnvironment, day: str, input_path: str, outp
     return source
 
 
+def restores_kafka_offsets(savepoint: str | None) -> bool:
+    """True if `savepoint` holds the Kafka live source's offsets (a `--source kafka` live job's): the
+    restored source reads on from them. False for a daily savepoint (or none): the source starts at
+    the first record of the start day, by Kafka timestamp. A live savepoint of the table-following
+    job is refused: where its totals end in the topic is unknown."""
+    operators = _savepoint_operators(savepoint)
+    if LIVE_KAFKA_SOURCE_UID in operators:
+        return True
+    if LIVE_SINK_UID in operators:
+        raise InvalidProgramError(
+            f"running_totals --source kafka: {savepoint} was taken by a live job that did not read the topic "
+            f"(no state of '{LIVE_KAFKA_SOURCE_UID}'), so where its totals end in the topic is unknown; restore from the newest "
+            "daily savepoint instead (the live job then starts at the first event of the day after it)"
+        )
+    return False
+
+
+def _savepoint_operators(savepoint: str | None) -> set[str]:
+    if not savepoint:
+        return set()
+    from runtime.storage.savepoints import read_savepoint
+
+    try:
+        return set(read_savepoint(savepoint).parallelism)
+    except Exception as e:  # a missing or broken savepoint: say which
+        raise InvalidProgramError(f"running_totals: cannot read the savepoint {savepoint}: {e}") from e
+
+
 def restores_live_positions(savepoint: str | None) -> bool:
     """True if `savepoint` (or checkpoint) holds the live source's read positions in the live events
     table (a live job's): the restored source continues exactly there. False for a daily savepoint (or
     none). A live savepoint without them (taken when the live job read a generator) is refused: its
     totals count events up to a position that is not in the table."""
-    if not savepoint:
-        return False
-    from runtime.storage.savepoints import read_savepoint
-
-    try:
-        operators = set(read_savepoint(savepoint).parallelism)
-    except Exception as e:  # a missing or broken savepoint: say which
-        raise InvalidProgramError(f"running_totals: cannot read the savepoint {savepoint}: {e}") from e
+    operators = _savepoint_operators(savepoint)
     if LIVE_SOURCE_UID in operators:
         return True
     if LIVE_SINK_UID in operators:
@@ -246,6 +277,40 @@ def build_live(
     return source
 
 
+def build_live_kafka(
+    env: StreamExecutionEnvironment,
+    bootstrap_servers: str,
+    topic: str,
+    start_day: str,
+    output: str,
+    savepoint: str | None,
+    checkpoint_interval_ms: int = 1_000,
+    group_id: str = LIVE_JOB_NAME,
+) -> KafkaSource:
+    """Unbounded, `--source kafka`: the events of a topic (JSON rows user_id, value, ts_ms, each
+    record's Kafka timestamp its ts_ms, as pipelines/jobs/events_to_kafka.py writes them) -> totals
+    appended to `output`. Restored from a live Kafka savepoint it reads on from its offsets; from a
+    daily savepoint (day D-1) it starts at the first record of `start_day` by timestamp. One
+    partition (or a topic whose partitions each hold whole days in order): a day ends for every
+    partition before the next begins, so no event is late for its day."""
+    start_ms = int(day_start_ms(day_index(start_day)))
+    restored = restores_kafka_offsets(savepoint)
+    env.enable_checkpointing(checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
+    source = (
+        KafkaSource.builder().set_bootstrap_servers(bootstrap_servers).set_topics(topic).set_group_id(group_id)
+        # restored, the readers' offsets replace the starting point
+        .set_starting_offsets(KafkaOffsetsInitializer.timestamp(start_ms) if not restored else KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(JsonRowDeserializationSchema.builder().type_info(EVENT_TYPE).build())
+        .build()
+    )
+    events = (
+        env.from_source(source, WatermarkStrategy.no_watermarks(), "live events (kafka)").uid(LIVE_KAFKA_SOURCE_UID).set_parallelism(1)
+        .map_batches(DropBefore(start_ms), output_type=EVENT_TYPE).name(f"events from {start_day}").set_parallelism(1)
+    )
+    _totals(events).sink_to(DeltaSink(output, schema=OUTPUT_SCHEMA, partition_by="day")).name("delta: running_totals (live)").uid(LIVE_SINK_UID)
+    return source
+
+
 def _totals(events: Any) -> Any:
     watermarks = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(TimestampAssigner.from_field("ts_ms"))
     return (
@@ -270,7 +335,19 @@ def main(argv: list[str] | None = None) -> None:
                         help="--streaming from a daily savepoint: the live table's version to start at (default: the first holding --start-day)")
     parser.add_argument("--discovery-interval-ms", type=int, default=1_000, help="--streaming: how often to look for new commits")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=1_000, help="--streaming: checkpoint interval")
+    parser.add_argument("--source", choices=["delta", "kafka"], default="delta",
+                        help="--streaming: follow the live_events table (delta) or read a Kafka topic (kafka)")
+    parser.add_argument("--bootstrap-servers", help="--source kafka: the brokers, e.g. 127.0.0.1:9092")
+    parser.add_argument("--topic", default="live_events", help="--source kafka: the topic the events are in")
     args = parser.parse_args(argv)
+    if args.streaming and args.source == "kafka":
+        if not args.start_day or not args.bootstrap_servers:
+            parser.error("--source kafka needs --start-day and --bootstrap-servers")
+        conf = configure(args.savepoint, args.savepoint_dir, stop_at_end=False)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        build_live_kafka(env, args.bootstrap_servers, args.topic, args.start_day, args.output, args.savepoint, args.checkpoint_interval_ms)
+        env.execute(live_job_name(args.start_day))
+        return
     if not args.input:
         parser.error("--input is required (daily: the daily_events table; --streaming: the live_events table)")
     if args.streaming and not args.start_day:

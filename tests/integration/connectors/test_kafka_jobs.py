@@ -13,17 +13,21 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from benchmarks.measure import check_windowed_sum
-from pipelines.jobs import windowed_sum_kafka
+from pipelines.jobs import events_to_kafka, running_totals, windowed_sum_kafka
+from pipelines.jobs.daily_events import day_index, day_name
 from runtime.api.common import WatermarkStrategy
 from runtime.api.common.serialization import SimpleStringSchema
 from runtime.api.connectors.kafka_sink import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
 from runtime.api.connectors.kafka_source import KafkaSource
+from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
 from tests.conftest import _children_alive
 from tests.integration.connectors.test_continuous_delta_source import closed_windows_written, kill_a_task_manager, tail_env
+from tests.integration.pipelines.test_running_totals_job import DAYS, N, _days_out, live_env, run_day, write_days
 from tests.integration.runtime.test_savepoints import savepoint
 from tests.kafka_support import KafkaBroker
+from tests.running_totals_support import expected_by_day, totals_by_user_day
 from tests.waiting import wait_for_all_subtasks, wait_until
 
 pytestmark = pytest.mark.integration
@@ -138,3 +142,46 @@ def test_a_broker_restarted_mid_job_leaves_the_output_exact(cluster: MiniCluster
     assert client.get_job_execution_result(timeout=60).status is JobStatus.FINISHED
     check = check_windowed_sum(out, fed)
     assert check["verified"], check
+
+
+def test_running_totals_live_from_kafka_continues_a_daily_savepoint_and_a_stop_and_restore_is_exactly_once(
+    cluster: MiniCluster, kafka: KafkaBroker, tmp_path: Path
+) -> None:
+    """Days fed to a topic by the events_to_kafka job; the live running_totals job (--source kafka)
+    starts from day 1's daily savepoint at day 2's first record (by Kafka timestamp), is stopped with
+    a savepoint, and restored from its offsets while more days arrive; every (user, day) total equals
+    a plain count, none written twice, nothing of day 1 from the live job."""
+    days = [day_name(day_index(DAYS[0]) + k) for k in range(5)]
+    events, live_out = str(tmp_path / "events"), str(tmp_path / "live")  # run_day writes the daily totals beside them
+    write_days(events, days)
+    day1 = run_day(cluster, tmp_path, days[0], None).accumulators["savepoint_path"]
+    topic = f"live-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions=1)
+
+    def feed(day: str) -> None:
+        env = StreamExecutionEnvironment.get_execution_environment()
+        events_to_kafka.build(env, events, day, kafka.bootstrap_servers, topic, checkpoint_interval_ms=200)
+        assert cluster.submit(env.get_job_graph(f"feed {day}")).get_job_execution_result(timeout=120).status is JobStatus.FINISHED
+
+    for day in days[:4]:  # day 1 too: the live job starts after it by timestamp
+        feed(day)
+    env = live_env(day1, str(tmp_path / "savepoints"))
+    running_totals.build_live_kafka(env, kafka.bootstrap_servers, topic, days[1], live_out, day1, checkpoint_interval_ms=200)
+    client = cluster.submit(env.get_job_graph(running_totals.live_job_name(days[1])))
+    wait_until(lambda: _days_out(live_out, days[1], days[2]), timeout=60, what="live days 2 and 3 in the output")
+    stopped = savepoint(cluster, client.job_id, stop=True)
+    assert stopped.status == "COMPLETED" and stopped.location, stopped
+    feed(days[4])  # while no job reads the topic; the restored job reads on from the savepoint's offsets
+    assert running_totals.restores_kafka_offsets(stopped.location)
+    env = live_env(stopped.location)
+    running_totals.build_live_kafka(env, kafka.bootstrap_servers, topic, days[1], live_out, stopped.location, checkpoint_interval_ms=200)
+    client = cluster.submit(env.get_job_graph(running_totals.live_job_name(days[1])))
+    try:
+        wait_until(lambda: _days_out(live_out, days[3]), timeout=60, what="live day 4 in the output")
+    finally:
+        client.cancel()
+    seen = totals_by_user_day(live_out)  # fails on a (user, day) written twice
+    out_days = sorted({d for _, d in seen})
+    assert out_days[:3] == days[1:4], out_days  # nothing of day 1 from the live job
+    for day, expected in expected_by_day(out_days, N).items():
+        assert {u: t for (u, d), t in seen.items() if d == day} == expected, day
