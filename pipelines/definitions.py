@@ -22,6 +22,7 @@ from pipelines.assets import user_minute_totals, windowed_sum_table
 from pipelines.autoscaling_sensor import MillraceAutoscalerResource, apply_millrace_rescale, millrace_autoscaling_sensor
 from pipelines.checks import table_checks
 from pipelines.daily_totals import daily_events, running_totals
+from pipelines.kafka_feed import events_to_kafka_job
 from pipelines.live import (
     live_events,
     live_events_job,
@@ -71,6 +72,7 @@ defs = Definitions(
     jobs=[
         daily_tables_job, user_minute_totals_job, submit_live_activity_job, cancel_live_activity_job,
         start_live_running_totals_job, savepoint_live_jobs, stop_live_with_savepoint, apply_millrace_rescale, live_events_job,
+        events_to_kafka_job,
     ],
     schedules=[daily_tables_schedule, savepoint_live_jobs_schedule, live_events_schedule],
     sensors=[windowed_sum_version_sensor, millrace_failure_sensor, millrace_restore_sensor, millrace_autoscaling_sensor],

@@ -87,6 +87,12 @@ class LiveRunningTotalsConfig(Config):
     restart_attempts: int = Field(
         default=3, ge=0, description="restarts inside Millrace before the job FAILS (then the restore sensor takes over)"
     )
+    source: str = Field(
+        default="delta", pattern="^(delta|kafka)$",
+        description="delta: follow the live_events table; kafka: read the topic events_to_kafka_job feeds",
+    )
+    bootstrap_servers: str = Field(default="", description="source kafka: the brokers, e.g. 127.0.0.1:9092")
+    topic: str = Field(default="live_events", description="source kafka: the topic of the events")
     restore_from: str = Field(default="", description="restore from this savepoint or checkpoint; empty: the newest registered savepoint")
     start_day: str = Field(default="", description="with restore_from: the first day of the live events of the job it continues")
     reason: str = Field(default="", description="why this run starts the job (the restore sensor says which job failed)")
@@ -182,9 +188,8 @@ def start_live_running_totals(
     restore, start_day = start_point(SavepointRegistry(warehouse), config.restore_from, config.start_day)
     name = program.live_job_name(start_day)
     events_path = warehouse.table_path(events.TABLE)
+    kafka = config.source == "kafka"
     try:
-        events.create(events_path, warehouse.options())  # the job may start before the first append
-        starting = program.live_starting_version(events_path, start_day, restore, config.starting_version)
         env = StreamExecutionEnvironment.get_execution_environment(
             program.configure(restore, warehouse.savepoint_path(program.LIVE_JOB_NAME), stop_at_end=False)
         )
@@ -194,11 +199,24 @@ def start_live_running_totals(
                            "restart-strategy.fixed-delay.delay": "1 s"})
         else:
             env.configure({"restart-strategy.type": "none"})
-        program.build_live(env, events_path, start_day, warehouse.table_path(TOTALS_TABLE), starting,
-                           config.checkpoint_interval_ms, config.discovery_interval_ms)
+        if kafka:
+            if not config.bootstrap_servers:
+                raise InvalidProgramError("source kafka needs bootstrap_servers")
+            events_path = f"kafka topic {config.topic} on {config.bootstrap_servers}"
+            program.build_live_kafka(env, config.bootstrap_servers, config.topic, start_day, warehouse.table_path(TOTALS_TABLE), restore,
+                                     config.checkpoint_interval_ms)
+            starting = None if program.restores_kafka_offsets(restore) else -1
+        else:
+            events.create(events_path, warehouse.options())  # the job may start before the first append
+            starting = program.live_starting_version(events_path, start_day, restore, config.starting_version)
+            program.build_live(env, events_path, start_day, warehouse.table_path(TOTALS_TABLE), starting,
+                               config.checkpoint_interval_ms, config.discovery_interval_ms)
     except (InvalidProgramError, StorageError) as e:
         raise Failure(description=f"cannot start {name}: {e}") from e
-    reads_from = "the read positions in the restored state" if starting is None else f"version {starting}"
+    if starting is None:
+        reads_from = "the read positions in the restored state"
+    else:
+        reads_from = f"the first record of {start_day} (by Kafka timestamp)" if kafka else f"version {starting}"
     if starting is None and config.starting_version is not None:
         context.log.warning(f"starting_version {config.starting_version} ignored: {restore} holds the live job's read positions")
     submitted = millrace_session.get_client().submit(env.get_job_graph(name), detached=True, context=context)

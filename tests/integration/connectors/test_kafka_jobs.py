@@ -5,6 +5,7 @@ reference row for row, and the consumer group's committed offsets (what lag moni
 reach the end of every partition."""
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from benchmarks.measure import check_windowed_sum
 from pipelines.jobs import events_to_kafka, running_totals, windowed_sum_kafka
-from pipelines.jobs.daily_events import day_index, day_name
+from pipelines.jobs.daily_events import day_events, day_index, day_name
 from runtime.api.common import WatermarkStrategy
 from runtime.api.common.serialization import SimpleStringSchema
 from runtime.api.connectors.kafka_sink import DeliveryGuarantee, KafkaRecordSerializationSchema, KafkaSink
@@ -185,3 +186,30 @@ def test_running_totals_live_from_kafka_continues_a_daily_savepoint_and_a_stop_a
     assert out_days[:3] == days[1:4], out_days  # nothing of day 1 from the live job
     for day, expected in expected_by_day(out_days, N).items():
         assert {u: t for (u, d), t in seen.items() if d == day} == expected, day
+
+
+def test_the_dagster_job_feeds_a_day_of_daily_events_into_the_topic(kafka: KafkaBroker, tmp_path: Path) -> None:
+    """events_to_kafka_job (Dagster, an embedded Millrace cluster) puts exactly the day's events into
+    the topic, once, each record timestamped with its event time."""
+    from dagster import DagsterInstance
+
+    from pipelines.kafka_feed import events_to_kafka_job
+    from resources.millrace import MillraceClusterResource
+    from resources.spark import SparkResource
+    from resources.warehouse import DeltaWarehouseResource
+
+    warehouse = DeltaWarehouseResource(base_path=str(tmp_path))
+    write_days(warehouse.table_path("daily_events"), DAYS[:2])
+    topic = f"feed-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, partitions=1)
+    result = events_to_kafka_job.execute_in_process(
+        run_config={"ops": {"feed_events_to_kafka": {"config": {"day": DAYS[1], "bootstrap_servers": kafka.bootstrap_servers, "topic": topic}}}},
+        resources={"millrace": MillraceClusterResource(mode="embedded", provider="local", spark=SparkResource()), "warehouse": warehouse},
+        instance=DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    rows = [json.loads(v) for v in kafka.consume_all(topic)]
+    expected = day_events(DAYS[1], N)
+    assert sorted((r["user_id"], r["value"], r["ts_ms"]) for r in rows) == sorted(
+        zip(expected["user_id"].tolist(), expected["value"].tolist(), expected["ts_ms"].tolist())
+    )

@@ -59,6 +59,8 @@ def test_jobs_sensors_and_schedule_are_registered():
         "apply_millrace_rescale",
     ):
         assert "millrace_session" in defs.resolve_job_def(name).required_resource_keys
+    # the Kafka topic of the live job (source: kafka) is fed a day at a time by a Millrace job
+    assert {"millrace", "warehouse"} <= defs.resolve_job_def("events_to_kafka_job").required_resource_keys
 
 
 def test_the_live_jobs_launchpad_config_names_the_live_table_not_a_rate():
@@ -66,6 +68,7 @@ def test_the_live_jobs_launchpad_config_names_the_live_table_not_a_rate():
     fields = ops["start_live_running_totals"].config_type.fields["config"].config_type.fields
     assert set(fields) == {
         "parallelism", "checkpoint_interval_ms", "discovery_interval_ms", "starting_version", "restart_attempts", "restore_from", "start_day", "reason",
+        "source", "bootstrap_servers", "topic",
     }
     assert all(f.description for f in fields.values())
     # the rate and the events per day belong to the appender (the live_events asset, pipelines/live_events.py)
