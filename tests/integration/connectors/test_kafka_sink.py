@@ -1,4 +1,4 @@
-"""KafkaSink against a real broker (tests/kafka_support.py: Kafka 4.4, KRaft, one node for the module).
+"""KafkaSink against a real broker (tests/kafka_support.py: Kafka 4.4, KRaft, one node; the package's `kafka` fixture).
 
 The sink's halves run on the Sink V2 harness (runtime.api.connectors.sink.testing.SinkHarness:
 writers and the committer in-process, checkpoints, failures and restores driven by the test), and
@@ -31,11 +31,9 @@ from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.records import ColumnBatch, ObjectBatch
 from runtime.core.states import JobStatus
 from runtime.deploy.minicluster import MiniCluster
-from tests.kafka_support import KafkaBroker, kafka_broker_fixture
+from tests.kafka_support import KafkaBroker
 
 pytestmark = pytest.mark.integration
-
-kafka = kafka_broker_fixture()
 
 
 @pytest.fixture
