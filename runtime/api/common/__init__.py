@@ -2,7 +2,7 @@
 from runtime.api.common.configuration import Configuration, RuntimeExecutionMode
 from runtime.api.common.execution_config import ExecutionConfig
 from runtime.api.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
-from runtime.api.common.serialization import Encoder
+from runtime.api.common.serialization import DeserializationSchema, Encoder, SerializationSchema, SimpleStringSchema
 from runtime.api.common.time import Duration, Time
 from runtime.api.common.typeinfo import (
     BasicTypeInfo,
@@ -24,6 +24,7 @@ __all__ = [
     "BasicTypeInfo",
     "CheckpointingMode",
     "Configuration",
+    "DeserializationSchema",
     "Duration",
     "Encoder",
     "ExecutionConfig",
@@ -38,6 +39,8 @@ __all__ = [
     "RestartStrategyConfiguration",
     "Row",
     "RowTypeInfo",
+    "SerializationSchema",
+    "SimpleStringSchema",
     "RuntimeExecutionMode",
     "Time",
     "TimestampAssigner",
