@@ -41,7 +41,7 @@ from pipelines.jobs.daily_events import EVENT_COLUMNS, day_index, day_name, even
 from runtime.core.errors import ConfigurationError, MillraceError
 from runtime.storage.delta_commit import committed_version
 from runtime.storage.delta_read import read_commit, snapshot, table_version
-from runtime.storage.delta_write import append_rows, create_table
+from runtime.storage.delta_write import TableAppender, create_table
 
 TABLE = "live_events"
 PARTITION_BY = ["day"]
@@ -88,8 +88,15 @@ def start_index(path: str, events_per_day: int, start_day: str | None, storage_o
     return day_index(start_day) * events_per_day
 
 
-def append_events(path: str, first: int, end: int, events_per_day: int, storage_options: dict[str, str] | None = None) -> list[Appended]:
+def table_appender(path: str, events_per_day: int, storage_options: dict[str, str] | None = None) -> TableAppender:
+    """The table kept open for appends with `events_per_day` (one per appender: each commit then costs no log read)."""
+    return TableAppender(path, appender_id(events_per_day), PARTITION_BY, storage_options)
+
+
+def append_events(path: str, first: int, end: int, events_per_day: int, storage_options: dict[str, str] | None = None,
+                  appender: TableAppender | None = None) -> list[Appended]:
     """Append global indices [first, end): one idempotent commit per day they touch."""
+    appender = appender or table_appender(path, events_per_day, storage_options)
     done = []
     while first < end:
         d = first // events_per_day
@@ -98,7 +105,7 @@ def append_events(path: str, first: int, end: int, events_per_day: int, storage_
         day = day_name(d)
         data = pa.table({**{c: pa.array(cols[c], pa.int64()) for c in EVENT_COLUMNS}, "day": pa.array([day] * (hi - first), pa.string())},
                         schema=SCHEMA)
-        version = append_rows(path, data, appender_id(events_per_day), hi, PARTITION_BY, storage_options)
+        version = appender.append(data, hi)
         done.append(Appended(version, first, hi, day))
         first = hi
     return done
@@ -142,12 +149,13 @@ def run(path: str, rate: int, events_per_day: int, start_day: str | None = None,
         raise ConfigurationError(f"live events appender: rate and commit interval must be >= 1, got {rate}, {commit_interval_ms}")
     create(path, storage_options)
     nxt = base = start_index(path, events_per_day, start_day, storage_options)
+    appender = table_appender(path, events_per_day, storage_options)
     started = time.monotonic()
     while until is None or nxt < until:
         due = base + int(rate * (time.monotonic() - started))
         end = due if until is None else min(due, until)
         if end > nxt:
-            for a in append_events(path, nxt, end, events_per_day, storage_options):
+            for a in append_events(path, nxt, end, events_per_day, storage_options, appender):
                 emit(json.dumps({**asdict(a), "committed_ms": int(time.time() * 1000)}))
             nxt = end
         time.sleep(commit_interval_ms / 1000.0)

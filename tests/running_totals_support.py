@@ -47,7 +47,7 @@ def expected_by_day(days: Iterable[str], events_per_day: int) -> dict[str, dict[
     return out
 
 
-def live_appender(table: str, rate: int, events_per_day: int, start_day: str, commit_interval_ms: int = 100) -> AppenderProcess:
+def live_appender(table: str, rate: int, events_per_day: int, start_day: str, commit_interval_ms: int = 200) -> AppenderProcess:
     """pipelines/live_events.py appending to `table` at `rate` events per second in its own process."""
     return AppenderProcess.of([
         "-m", "pipelines.live_events", "--table", table, "--rate", str(rate), "--events-per-day", str(events_per_day),

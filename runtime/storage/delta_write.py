@@ -69,24 +69,57 @@ def create_table(table_uri: str, schema: Any, partition_by: list[str] | None = N
     return int(DeltaTable(table_uri, storage_options=storage_options).version())
 
 
-def append_rows(table_uri: str, data: Any, app_id: str, version: int, partition_by: list[str] | None = None,
-                storage_options: dict[str, str] | None = None) -> int | None:
-    """Append `data` (a pyarrow Table) in ONE commit that records the application transaction
-    (app_id, version): Delta's idempotent write (Spark's txnAppId / txnVersion). If the table already
-    records `version` or a newer one for `app_id`, nothing is written and None is returned; else the
-    new table version. Creates the table if there is none. One writer per app_id (as in Spark)."""
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+class TableAppender:
+    """Idempotent appends to one table by one writer (`app_id`), the table kept open between
+    commits (opening it reads its log: far more than a small append costs). Each append is ONE
+    commit that records the application transaction (app_id, version): Delta's idempotent write
+    (Spark's txnAppId / txnVersion). One writer per app_id (as in Spark)."""
 
-    try:
-        if DeltaTable.is_deltatable(table_uri, storage_options=storage_options):
-            done = DeltaTable(table_uri, storage_options=storage_options).transaction_version(app_id)
+    def __init__(self, table_uri: str, app_id: str, partition_by: list[str] | None = None, storage_options: dict[str, str] | None = None) -> None:
+        self.table_uri, self.app_id, self.partition_by, self.storage_options = table_uri, app_id, partition_by, storage_options
+        self._table: Any = None
+
+    def _open(self) -> Any:
+        """The table, brought up to date (None if there is none yet)."""
+        from deltalake import DeltaTable
+
+        if self._table is None:
+            if not DeltaTable.is_deltatable(self.table_uri, storage_options=self.storage_options):
+                return None
+            self._table = DeltaTable(self.table_uri, storage_options=self.storage_options)
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    def committed_version(self) -> int | None:
+        """The newest version this app_id committed (None: none, or no table)."""
+        try:
+            table = self._open()
+            return None if table is None else table.transaction_version(self.app_id)
+        except Exception as e:
+            raise StorageError(f"reading the transactions of {self.table_uri} failed: {e}") from e
+
+    def append(self, data: Any, version: int) -> int | None:
+        """Append `data` (a pyarrow Table) as (app_id, `version`); None (nothing written) if the
+        table already records `version` or a newer one for app_id, else the new table version.
+        Creates the table if there is none."""
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        try:
+            table = self._open()
+            done = None if table is None else table.transaction_version(self.app_id)
             if done is not None and done >= version:
                 return None
-        props = CommitProperties(app_transactions=[Transaction(app_id, int(version))])
-        write_deltalake(table_uri, data, mode="append", partition_by=partition_by, storage_options=storage_options, commit_properties=props)
-        return int(DeltaTable(table_uri, storage_options=storage_options).version())
-    except Exception as e:
-        raise StorageError(
-            f"appending {getattr(data, 'num_rows', '?')} rows ({app_id} {version}) to {table_uri} failed: {e}; "
-            "appending them again with the same version is safe (skipped if this one landed)"
-        ) from e
+            props = CommitProperties(app_transactions=[Transaction(self.app_id, int(version))])
+            write_deltalake(self.table_uri if table is None else table, data, mode="append", partition_by=self.partition_by,
+                            storage_options=self.storage_options, commit_properties=props)
+            if table is None:
+                self._table = table = DeltaTable(self.table_uri, storage_options=self.storage_options)
+            return int(table.version())
+        except Exception as e:
+            self._table = None  # read it afresh next time
+            raise StorageError(
+                f"appending {getattr(data, 'num_rows', '?')} rows ({self.app_id} {version}) to {self.table_uri} failed: {e}; "
+                "appending them again with the same version is safe (skipped if this one landed)"
+            ) from e
+
