@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from runtime.deploy.kafka_server import KafkaServer, fetch_jars
 
@@ -124,11 +124,29 @@ class KafkaBroker:
             **overrides,
         }))
 
+    def settled(self, topic: str, timeout_s: float = 30.0) -> list[int]:
+        """Wait until no transaction is open on `topic` (each partition's last stable offset is its end);
+        its partitions. A transaction's markers reach the partitions after commit_transaction returned:
+        a read_committed consumer that looks at once may stop short of a just-committed transaction."""
+        partitions = self.topic_partitions(topic)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ends = []
+            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+                futures = self.admin().list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}, isolation_level=level)
+                ends.append({tp.partition: f.result(timeout_s).offset for tp, f in futures.items()})
+            if ends[0] == ends[1]:
+                return partitions
+            if time.monotonic() > deadline:
+                raise AssertionError(f"a transaction on {topic} stayed open {timeout_s:.0f}s: stable {ends[0]}, end {ends[1]}")
+            time.sleep(0.01)
+
     def consume_all(self, topic: str, isolation: str = "read_committed", timeout_s: float = 30.0) -> list[bytes]:
         """Every value in `topic` now, partition by partition in offset order (partitions assigned, no
-        group join). `read_committed` stops at each partition's last stable offset and skips aborted
-        transactions; `read_uncommitted` reads to the high watermark."""
-        partitions = self.topic_partitions(topic)
+        group join). `read_committed` waits until no transaction is open (`settled`), then stops at
+        each partition's last stable offset and skips aborted transactions; `read_uncommitted` reads
+        to the high watermark."""
+        partitions = self.settled(topic, timeout_s) if isolation == "read_committed" else self.topic_partitions(topic)
         # fetch.wait.max.ms: an empty fetch returns at once, not after librdkafka's 500 ms default
         consumer = self.consumer(**{"isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 10})
         try:

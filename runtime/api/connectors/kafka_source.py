@@ -49,13 +49,13 @@ from runtime.core.records import ColumnBatch, ObjectBatch, RecordBatch
 
 log = logging.getLogger(__name__)
 
-DISCOVERY_INTERVAL_KEY = "partition.discovery.interval.ms"
-COMMIT_ON_CHECKPOINT_KEY = "commit.offsets.on.checkpoint"
+DISCOVERY_INTERVAL_PROPERTY = "partition.discovery.interval.ms"
+COMMIT_ON_CHECKPOINT_PROPERTY = "commit.offsets.on.checkpoint"
 DEFAULT_DISCOVERY_INTERVAL_MS = 30_000
 DEFAULT_TIMEOUT_MS = 30_000  # librdkafka's socket.connection.setup.timeout.ms default
 MAX_RECORDS_PER_POLL = 8192
 # Flink-only keys that are not librdkafka properties: kept by the source, never given to a client
-_SOURCE_KEYS = {DISCOVERY_INTERVAL_KEY, COMMIT_ON_CHECKPOINT_KEY, "client.id.prefix"}
+_SOURCE_PROPERTIES = {DISCOVERY_INTERVAL_PROPERTY, COMMIT_ON_CHECKPOINT_PROPERTY, "client.id.prefix"}
 
 
 class KafkaSourceError(MillraceError):
@@ -432,8 +432,8 @@ class KafkaSource(Source):
         self.deserializer = deserializer
         self.properties = properties
         self.bounded = stopping_offsets is not None
-        self.discovery_interval_ms = int(properties.get(DISCOVERY_INTERVAL_KEY, DEFAULT_DISCOVERY_INTERVAL_MS))
-        self.commit_offsets = group_id is not None and str(properties.get(COMMIT_ON_CHECKPOINT_KEY, "true")).lower() != "false"
+        self.discovery_interval_ms = int(properties.get(DISCOVERY_INTERVAL_PROPERTY, DEFAULT_DISCOVERY_INTERVAL_MS))
+        self.commit_offsets = group_id is not None and str(properties.get(COMMIT_ON_CHECKPOINT_PROPERTY, "true")).lower() != "false"
         self.timeout_ms = int(properties.get("socket.connection.setup.timeout.ms", DEFAULT_TIMEOUT_MS))
 
     @staticmethod
@@ -441,7 +441,7 @@ class KafkaSource(Source):
         return KafkaSourceBuilder()
 
     def client_config(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {k: v for k, v in self.properties.items() if k not in _SOURCE_KEYS}
+        conf: dict[str, Any] = {k: v for k, v in self.properties.items() if k not in _SOURCE_PROPERTIES}
         conf["bootstrap.servers"] = self.bootstrap_servers
         return conf
 
@@ -532,7 +532,7 @@ class KafkaSourceBuilder:
                 "KafkaSource: set_value_only_deserializer() needs a DeserializationSchema (SimpleStringSchema(), JsonRowDeserializationSchema), "
                 f"got {type(self._deserializer).__name__}"
             )
-        for key in (DISCOVERY_INTERVAL_KEY, "socket.connection.setup.timeout.ms"):
+        for key in (DISCOVERY_INTERVAL_PROPERTY, "socket.connection.setup.timeout.ms"):
             if key in self._properties:
                 try:
                     if int(self._properties[key]) < 0:

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from runtime.api.common import Configuration, WatermarkStrategy
 from runtime.api.common.serialization import JsonRowSerializationSchema, SimpleStringSchema
@@ -61,27 +60,10 @@ def sink(kafka: KafkaBroker, topic: str, guarantee: DeliveryGuarantee, prefix: s
     return b.build()
 
 
-def settled(kafka: KafkaBroker, topic: str, timeout_s: float = 30.0) -> list[int]:
-    """Wait until no transaction is open on `topic` (each partition's last stable offset is its end); its partitions.
-    A transaction's markers reach the partitions after commit_transaction / abort_transaction returned: a
-    read_committed consumer that looks at once may stop short of a just-committed transaction."""
-    partitions = kafka.topic_partitions(topic)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        ends = []
-        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
-            futures = kafka.admin().list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}, isolation_level=level)
-            ends.append({tp.partition: f.result(timeout_s).offset for tp, f in futures.items()})
-        if ends[0] == ends[1]:
-            return partitions
-        assert time.monotonic() < deadline, f"a transaction on {topic} stayed open {timeout_s:.0f}s: stable {ends[0]}, end {ends[1]}"
-        time.sleep(0.01)
-
-
 def records(kafka: KafkaBroker, topic: str, isolation: str = "read_committed") -> list[tuple[int, bytes | None, bytes | None, int]]:
     """(partition, key, value, timestamp ms) of every record of `topic`, partition by partition in offset order.
     (From offset 0, not OFFSET_BEGINNING: that one waits ~0.5 s for librdkafka's first offset query; these topics keep their records.)"""
-    partitions = settled(kafka, topic)
+    partitions = kafka.settled(topic)
     settings: dict[str, Any] = {"isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 10}
     consumer = kafka.consumer(**settings)
     try:
