@@ -19,6 +19,7 @@ TASK_CODE = ["runtime/api", "runtime/storage", "runtime/core"]
 NOT_IN_TASK_THREADS = (
     "runtime.api.execution", "runtime.deploy", "runtime.graph",  # the client: execute() builds and submits the JobGraph
     "runtime.storage.delta_commit",  # the JobMaster's commit of a Delta sink
+    "confluent_kafka.admin",  # the Kafka source's enumerator (partition discovery) runs on the JobMaster
     "pandas", "pyspark",  # a vectorized UDF's batch format "pandas" (opt-in); Spark is the driver's
 )
 
