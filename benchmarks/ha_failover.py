@@ -111,12 +111,18 @@ class HaCluster:
         proc.wait(30)
 
     def close(self) -> None:
-        for pid, (proc, _) in list(self.processes.items()):
+        """SIGTERM every JobManager's process group at once, then wait for each (they stop side by
+        side, as they start); one still there after 30 s is SIGKILLed."""
+        processes = list(self.processes.items())
+        for pid, _ in processes:
             try:
                 os.killpg(pid, signal.SIGTERM)
-                proc.wait(30)
-            except (ProcessLookupError, OSError, TimeoutError):
+            except (ProcessLookupError, OSError):
                 pass
+        deadline = time.monotonic() + 30
+        for pid, (proc, _) in processes:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 - a stuck one is killed below
                 pass
             if proc.poll() is None:
