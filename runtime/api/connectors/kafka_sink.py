@@ -43,8 +43,11 @@ open at a completed checkpoint would be lost at a failover. So here:
   of the output topic, offset = the checkpoint id, metadata = for each job, how far its
   committables are committed. Records and marker become visible atomically (the broker accepts any
   offset value there; it refuses a partition the topic does not have, hence partition 0).
-- before a commit it reads the marker (a read_committed OffsetFetch, which waits out a pending
-  transactional commit) and produces only the committables it does not cover, so a checkpoint
+- before a commit it reads the marker (a read_committed consumer's OffsetFetch asks for stable
+  offsets: while a transaction's marker offset awaits its commit or abort marker the broker answers
+  UNSTABLE_OFFSET_COMMIT and librdkafka asks again, so neither a committed marker not yet applied
+  nor an aborted one is ever read; a group coordinator that moved or is loading is asked again up
+  to the operation timeout) and produces only the committables it does not cover, so a checkpoint
   committed once is never committed again: not when a committable comes again with a later
   checkpoint (a writer offers it until it hears its checkpoint completed), not when a restore
   commits the restored checkpoint, not when a bounded job's end commits tails that a FLIP-147
@@ -116,6 +119,12 @@ LARGE_COMMITTABLE_BYTES = 32 * 1024 * 1024
 MARKER_PARTITION = 0
 MARKER_JOBS_KEPT = 16  # the marker's metadata (at most offset.metadata.max.bytes, 4096 by default) keeps the newest jobs
 _MARKER_FORMAT = 1
+# an OffsetFetch of the marker that can succeed when asked again: the group's coordinator moved, is not there yet or is
+# loading (librdkafka's committed() asks again only while it has no coordinator; on NOT_COORDINATOR it looks the
+# coordinator up again but returns the error), or a transactional offset is pending (librdkafka retries that one itself)
+_MARKER_READ_RETRIABLE = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.UNSTABLE_OFFSET_COMMIT})
+MARKER_READ_BACKOFF_S = 0.1  # between those tries (librdkafka's retry.backoff.ms)
 _CONSUMER_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "socket.", "client.", "broker.", "metadata.", "reconnect.",
                       "api.version", "topic.metadata.", "retry.backoff", "connections.max.idle.ms", "debug", "log")
 _RESERVED = ("transactional.id", "bootstrap.servers")
@@ -541,7 +550,9 @@ class KafkaCommitter(Committer[KafkaCommittable]):
     NONE / AT_LEAST_ONCE: nothing to do (the writers produced their records)."""
 
     # test hook (a settable callable): called with the checkpoint id after its records and marker went into
-    # the transaction, before the transaction commits
+    # the transaction, before the transaction commits. The records are flushed to the brokers first (an abort
+    # purges those still queued in the producer, which commit_transaction would have sent): the hook stands
+    # for a failure after the records reached the log
     after_produce: ClassVar[Callable[[int], None] | None] = None
 
     def __init__(self, sink: KafkaSink, context: CommitterContext) -> None:
@@ -581,15 +592,30 @@ class KafkaCommitter(Committer[KafkaCommittable]):
         return producer
 
     def read_marker(self) -> tuple[int, dict[str, int]]:
-        """(offset, per-job tags) of the committed marker; (-1, {}) if none."""
+        """(offset, per-job tags) of the committed marker; (-1, {}) if none.
+
+        The consumer is read_committed, so its OffsetFetch asks for stable offsets (see the module's docstring):
+        the answer is never a pending or aborted transaction's marker. A coordinator that moved or is loading
+        is asked again until TRANSACTION_OPERATION_TIMEOUT_S has passed."""
         self._connect()
         tp = TopicPartition(self.sink.topic, MARKER_PARTITION)
-        try:
-            (got,) = self._consumer.committed([tp], timeout=TRANSACTION_OPERATION_TIMEOUT_S)
-        except KafkaException as e:
-            raise KafkaSinkError(f"{self.where}: reading the commit marker of group {self.group_id!r} failed: {e.args[0] if e.args else e}") from None
-        if got.error is not None:
-            raise KafkaSinkError(f"{self.where}: reading the commit marker of group {self.group_id!r} failed: {got.error}")
+        deadline = time.monotonic() + TRANSACTION_OPERATION_TIMEOUT_S
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                (got,) = self._consumer.committed([tp], timeout=max(deadline - time.monotonic(), MARKER_READ_BACKOFF_S))
+                error = got.error
+            except KafkaException as e:
+                error = e.args[0] if e.args else e
+            if error is None:
+                break
+            if not (isinstance(error, KafkaError) and error.code() in _MARKER_READ_RETRIABLE) or time.monotonic() >= deadline:
+                raise KafkaSinkError(f"{self.where}: reading the commit marker of group {self.group_id!r} failed"
+                                     f"{f' ({tries} tries)' if tries > 1 else ''}: {error}")
+            (log.info if tries == 1 else log.debug)("%s: reading the commit marker of group %r: %s; asking again", self.where,
+                                                    self.group_id, error)
+            time.sleep(MARKER_READ_BACKOFF_S)
         where = f"{self.where}: group {self.group_id!r} at {self.sink.topic}[{MARKER_PARTITION}]"
         return (got.offset, decode_marker(got.metadata, where)) if got.offset >= 0 else (-1, {})
 
@@ -623,6 +649,7 @@ class KafkaCommitter(Committer[KafkaCommittable]):
             producer.send_offsets_to_transaction([marker_tp], self._consumer.consumer_group_metadata(), TRANSACTION_OPERATION_TIMEOUT_S)
             hook = type(self).after_produce  # through the class: a plain function, not a bound method
             if hook is not None:
+                producer.flush(TRANSACTION_OPERATION_TIMEOUT_S)
                 hook(checkpoint_id)
             producer.commit_transaction(TRANSACTION_OPERATION_TIMEOUT_S)
         except BaseException as e:

@@ -191,8 +191,12 @@ def test_a_commit_failing_after_produce_is_committed_by_the_restore_and_an_uncom
     held2 = h.checkpoint(2)
     with pytest.raises(OSError, match="injected"):
         h.complete(2, held2)
+    committer = h.coordinator.committer
+    assert isinstance(committer, KafkaCommitter)
+    # at once, while the abort's markers may still be on their way: the marker of checkpoint 1, never the aborted one of 2
+    assert committer.read_marker() == (1, {"job": 2})
     assert values(kafka, topic) == ["a"]
-    assert values(kafka, topic, "read_uncommitted") == ["a", "b"]  # produced, aborted
+    assert values(kafka, topic, "read_uncommitted") == ["a", "b"]  # produced (flushed before the hook), aborted
     h.write(0, strings("after 2"))  # checkpoint 3 never completes: these are replayed after the restore
     h.checkpoint(3)
     h.restart(2, held2)  # the job restores checkpoint 2: its commit now goes through
@@ -202,6 +206,43 @@ def test_a_commit_failing_after_produce_is_committed_by_the_restore_and_an_uncom
     assert values(kafka, topic) == ["a", "after 2", "b"]
     assert after_produce == [1, 2, 2, 2]  # 2 again: the end of input, after checkpoint 2
     assert values(kafka, topic, "read_uncommitted") == ["a", "after 2", "b", "b"]  # the one aborted copy; checkpoint 3's never produced
+
+
+class _CoordinatorMoves:
+    """A marker consumer whose first committed() calls fail as a moved (or not yet loaded) group coordinator answers."""
+
+    def __init__(self, consumer: Any, failures: list[int]) -> None:
+        self._consumer, self.failures, self.calls = consumer, failures, 0
+
+    def committed(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        self.calls += 1
+        if self.failures:
+            raise KafkaException(KafkaError(self.failures.pop(0)))
+        return self._consumer.committed(partitions, timeout=timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+def test_the_marker_read_asks_a_moved_group_coordinator_again_and_fails_on_other_errors(kafka: KafkaBroker, topic: str) -> None:
+    """librdkafka's committed() returns NOT_COORDINATOR (after looking the coordinator up again) instead of asking again:
+    on a broker that has just created __consumer_offsets, or after the coordinator moved, the commit asks again."""
+    h = SinkHarness(sink(kafka, topic, DeliveryGuarantee.EXACTLY_ONCE), 1)
+    committer = h.coordinator.committer
+    assert isinstance(committer, KafkaCommitter)
+    moving = _CoordinatorMoves(committer._consumer, [KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
+    committer._consumer = moving
+    h.write(0, strings("a"))
+    h.complete(1, h.checkpoint(1))
+    assert moving.calls == 3
+    assert values(kafka, topic) == ["a"]
+    moving.failures = [KafkaError.GROUP_AUTHORIZATION_FAILED]
+    h.write(0, strings("b"))
+    with pytest.raises(KafkaSinkError, match="reading the commit marker of group .* failed: .*GROUP_AUTHORIZATION_FAILED"):
+        h.complete(2, h.checkpoint(2))
+    committer._consumer = moving._consumer
+    h.cancel()
+    assert values(kafka, topic) == ["a"]
 
 
 def test_a_new_committer_fences_the_old_one_and_commits_what_it_could_not(kafka: KafkaBroker, topic: str) -> None:
