@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,8 +25,7 @@ from runtime.api.connectors.delta import DeltaSink
 from runtime.api.connectors.delta_source import DeltaSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus
-from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
-from tests.conftest import _children_alive
+from runtime.deploy.minicluster import MiniCluster
 from tests.integration.runtime.test_savepoints import savepoint
 from tests.waiting import job_details, wait_for_all_subtasks, wait_until
 
@@ -36,18 +34,6 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 ROWS = 400  # events per commit: 2.5 commits per 1 s window
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[MiniCluster]:
-    """One JobManager for the module; local-process TaskManagers come and go with the jobs (and the kills)."""
-    c = MiniCluster(MiniClusterConfig(provider="local", heartbeat_timeout_ms=5000)).start()
-    provider = c.provider
-    try:
-        yield c
-    finally:
-        pids = [p.pid for p in getattr(provider, "processes", {}).values()]
-        c.close()
-        assert not _children_alive(pids), f"TaskManager processes left behind: {_children_alive(pids)}"
 
 
 def Appender(table: str, commits: int, first: int = 0, interval_ms: int = 60) -> AppenderProcess:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,7 @@ from runtime.api.connectors.kafka_sink import DeliveryGuarantee, KafkaRecordSeri
 from runtime.api.connectors.kafka_source import KafkaSource
 from runtime.api.datastream import StreamExecutionEnvironment
 from runtime.core.states import JobStatus
-from runtime.deploy.minicluster import MiniCluster, MiniClusterConfig
-from tests.conftest import _children_alive
+from runtime.deploy.minicluster import MiniCluster
 from tests.integration.connectors.test_continuous_delta_source import closed_windows_written, kill_a_task_manager, tail_env
 from tests.integration.pipelines.test_running_totals_job import DAYS, N, _days_out, live_env, run_day, write_days
 from tests.integration.runtime.test_savepoints import savepoint
@@ -36,17 +34,6 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 4
 CHUNK = 4000  # events per feed: 4 s of event time
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[MiniCluster]:
-    c = MiniCluster(MiniClusterConfig(provider="local", heartbeat_timeout_ms=5000)).start()
-    provider = c.provider
-    try:
-        yield c
-    finally:
-        pids = [p.pid for p in getattr(provider, "processes", {}).values()]
-        c.close()
-        assert not _children_alive(pids), f"TaskManager processes left behind: {_children_alive(pids)}"
 
 
 def committed_total(kafka: KafkaBroker, group: str, topic: str) -> int:
