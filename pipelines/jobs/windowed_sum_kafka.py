@@ -17,14 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.jobs.windowed_sum import WINDOW_MS, double_value, event_columns, select_output
-from runtime.api.common import Time, TimestampAssigner, Types, WatermarkStrategy
+from pipelines.jobs.windowed_sum import event_columns
+from pipelines.jobs.windowed_sum_tail import windows_to_delta
+from runtime.api.common import TimestampAssigner, Types, WatermarkStrategy
 from runtime.api.common.serialization import JsonRowDeserializationSchema
-from runtime.api.connectors.delta import DeltaSink
 from runtime.api.connectors.kafka_source import KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource
 from runtime.api.datastream import StreamExecutionEnvironment
-from runtime.api.datastream.aggregates import Aggregates, Count, Sum
-from runtime.api.datastream.window import TumblingEventTimeWindows
 from runtime.core.checkpoint import CheckpointingMode
 from runtime.core.errors import InvalidProgramError
 
@@ -55,15 +53,7 @@ def build(
     source = builder.build()
     # each partition's events come in ts_ms order (feed() sends them so): per-partition watermarks may follow them closely
     watermarks = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(TimestampAssigner.from_field("ts_ms"))
-    (
-        env.from_source(source, watermarks, "kafka: events").uid(SOURCE_UID)
-        .map_batches(double_value).name("double value")
-        .key_by("user_id")
-        .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
-        .aggregate(Aggregates.of(count=Count(), sum=Sum("value"))).name("count and sum per user and window").uid("windows")
-        .map_batches(select_output).name("select columns")
-        .sink_to(DeltaSink.for_path(output)).name("delta: windowed_sum_kafka").uid("sink")
-    )
+    windows_to_delta(env.from_source(source, watermarks, "kafka: events").uid(SOURCE_UID), output, "windowed_sum_kafka")
     return source
 
 

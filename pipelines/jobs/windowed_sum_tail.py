@@ -12,6 +12,7 @@ waits for later events, or for `millrace stop --drain`.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from pipelines.jobs.windowed_sum import WINDOW_MS, double_value, select_output
 from runtime.api.common import Time, TimestampAssigner, WatermarkStrategy
@@ -45,16 +46,21 @@ def build(
     source = builder.build()
     # event time per file of the table: ts_ms grows with each commit, so each file's watermark may follow its largest ts_ms
     watermarks = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(TimestampAssigner.from_field("ts_ms"))
+    windows_to_delta(env.from_source(source, watermarks, "delta: events (continuous)").uid(SOURCE_UID), output, "windowed_sum_tail")
+    return source
+
+
+def windows_to_delta(events: Any, output: str, name: str) -> None:
+    """windowed_sum's computation over a live stream of its events: value doubled, count and sum per
+    user and 1 s event-time window, appended to the Delta table `output` (uids "windows", "sink")."""
     (
-        env.from_source(source, watermarks, "delta: events (continuous)").uid(SOURCE_UID)
-        .map_batches(double_value).name("double value")
+        events.map_batches(double_value).name("double value")
         .key_by("user_id")
         .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
         .aggregate(Aggregates.of(count=Count(), sum=Sum("value"))).name("count and sum per user and window").uid("windows")
         .map_batches(select_output).name("select columns")
-        .sink_to(DeltaSink.for_path(output)).name("delta: windowed_sum_tail").uid("sink")
+        .sink_to(DeltaSink.for_path(output)).name(f"delta: {name}").uid("sink")
     )
-    return source
 
 
 def main(argv: list[str] | None = None) -> None:
