@@ -166,6 +166,7 @@ class Task:
         self._snapshot_thread: ThreadPoolExecutor | None = None  # the asynchronous part of snapshots
         self._barrier_handler: Any = None
         self._snapshot_writers: set[int] = set()  # pids of forked snapshot writers still running
+        self._last_state_bytes: int | None = None  # the last checkpoint's state file(s); async-mode auto decides by it
         # checkpoint id -> the state file this task wrote for it (snapshot thread only): incremental
         # checkpoints name earlier ones they build on, and the JobMaster needs their paths
         self._state_file_paths: dict[int, str] = {}
@@ -697,7 +698,7 @@ class Task:
         state_dir = barrier.target_location or self.tdd.checkpoint_dir  # a savepoint's own table, or the job's
         since_trigger_ms = int(time.time() * 1000) - barrier.timestamp  # wall clocks (one machine or NTP), as Flink
         snapshots: dict[str, OperatorSnapshot] = {}
-        fork = self._fork_snapshots
+        fork = self._fork_next_snapshot
         # a savepoint is canonical (any backend restores it); a checkpoint may be a backend's native format
         with copy_on_write_snapshot() if fork else contextlib.nullcontext(), canonical_snapshot() if barrier.target_location else contextlib.nullcontext():
             for spec in self.tdd.operators:
@@ -729,9 +730,10 @@ class Task:
         )
 
     @property
-    def _fork_snapshots(self) -> bool:
-        """state.snapshot.async-mode: "fork" (default where fork exists) or "thread"; see docs/fault_tolerance.md."""
-        return self.settings.fork_snapshots
+    def _fork_next_snapshot(self) -> bool:
+        """state.snapshot.async-mode: fork, thread, or auto (the default where fork exists: fork
+        unless the last state file was small); see docs/fault_tolerance.md."""
+        return self.settings.fork_snapshot_of(self._last_state_bytes)
 
     def _fork_snapshot_writer(self, checkpoint_id: int, snapshots: dict[str, OperatorSnapshot], state_dir: str | None) -> tuple[int, int] | None:
         """Serialise and write the state file in a forked child (its own core, no GIL shared with this task).
@@ -848,8 +850,10 @@ class Task:
                 )
                 if handle is not None:
                     files.append(handle)
-            if files and state_dir == tdd.checkpoint_dir:
-                self._remember_state_file(checkpoint_id, files[0].path, shared)
+            if state_dir == tdd.checkpoint_dir:
+                self._last_state_bytes = sum(f.size for f in files)
+                if files:
+                    self._remember_state_file(checkpoint_id, files[0].path, shared)
             ack = AcknowledgeCheckpoint(
                 job_id=tdd.job_id, execution_attempt_id=tdd.execution_attempt_id, checkpoint_id=checkpoint_id,
                 state=TaskStateSnapshot(files=files, committables=committables, shared_files=shared),

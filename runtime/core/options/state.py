@@ -18,7 +18,8 @@ from runtime.core.config_options import ConfigOptions
 TITLE = "State backends"
 
 STATE_BACKEND_TYPES = ("hashmap", "rocksdb")  # runtime.state.BACKEND_KINDS
-SNAPSHOT_ASYNC_MODES = ("fork", "thread")
+SNAPSHOT_ASYNC_MODES = ("auto", "fork", "thread")
+DEFAULT_FORK_THRESHOLD_BYTES = 256 << 10
 DEFAULT_MATERIALIZE_INTERVAL_MS = 10 * 60 * 1000  # Flink's default
 DEFAULT_MAX_LOG_BYTES = 256 << 20
 
@@ -72,7 +73,18 @@ SNAPSHOT_ASYNC_MODE = (
     .with_description(
         "Millrace: where a snapshot's asynchronous part runs. fork: a forked child writes the state "
         "file from its copy-on-write image (its own core, no GIL shared with the task); thread: a "
-        "thread of the task's process. Unset: fork where the platform has it."
+        "thread of the task's process; auto: fork when the task's last state file was larger than "
+        "state.snapshot.fork-threshold (or it has written none yet), a thread otherwise (a fork costs "
+        "the task tens of ms in a large process, however small the state). Unset: auto where the "
+        "platform has fork, thread elsewhere."
+    )
+)
+
+SNAPSHOT_FORK_THRESHOLD = (
+    ConfigOptions.key("state.snapshot.fork-threshold").memory_type().default_value(DEFAULT_FORK_THRESHOLD_BYTES)
+    .with_description(
+        "Millrace, async-mode auto: a task whose last state file was at most this big writes the next "
+        "snapshot on a thread instead of forking (0: always fork)."
     )
 )
 
@@ -131,6 +143,7 @@ __all__ = [
     "ROCKSDB_LOCAL_DIRECTORY",
     "SNAPSHOT_ASYNC_MODE",
     "SNAPSHOT_ASYNC_MODES",
+    "SNAPSHOT_FORK_THRESHOLD",
     "STATE_BACKEND",
     "STATE_BACKEND_TYPES",
     "ChangelogSettings",

@@ -56,26 +56,37 @@ class TaskSettings(BaseModel):
     buffer_timeout_ms: int | None = Field(None, description="None: the TaskManager's network default")
     checkpointing_mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
     checkpoint_timeout_ms: int = checkpointing_options.DEFAULT_TIMEOUT_MS
-    snapshot_async_mode: Literal["fork", "thread"] = Field(
-        default_factory=lambda: "fork" if _can_fork() else "thread", description="fork only where os.fork exists"
+    snapshot_async_mode: Literal["auto", "fork", "thread"] = Field(
+        default_factory=lambda: "auto" if _can_fork() else "thread", description="auto and fork only where os.fork exists"
     )
+    fork_threshold_bytes: int = Field(state_options.DEFAULT_FORK_THRESHOLD_BYTES, ge=0)
     end_of_input_savepoint: bool = False
     cancellation_timeout_s: float = DEFAULT_CANCEL_TIMEOUT_S
     cancellation_interval_s: float = DEFAULT_CANCEL_INTERVAL_S
 
     @property
     def fork_snapshots(self) -> bool:
+        """Always fork (mode fork); auto decides per snapshot (`fork_snapshot_of`)."""
         return self.snapshot_async_mode == "fork" and _can_fork()
+
+    def fork_snapshot_of(self, last_state_bytes: int | None) -> bool:
+        """Whether the next snapshot forks, given the size of the task's last state file (None: none yet)."""
+        if self.snapshot_async_mode == "thread" or not _can_fork():
+            return False
+        if self.snapshot_async_mode == "fork":
+            return True
+        return last_state_bytes is None or last_state_bytes > self.fork_threshold_bytes
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TaskSettings:
         """Raises ConfigurationError naming the key of a malformed value."""
-        mode = state_options.SNAPSHOT_ASYNC_MODE.get(config) or ("fork" if _can_fork() else "thread")
+        mode = state_options.SNAPSHOT_ASYNC_MODE.get(config) or "auto"
         return cls(
             buffer_timeout_ms=execution_options.BUFFER_TIMEOUT.get(config),
             checkpointing_mode=checkpointing_options.CHECKPOINTING_MODE.get(config),
             checkpoint_timeout_ms=checkpointing_options.CHECKPOINTING_TIMEOUT.get(config),
             snapshot_async_mode=mode if _can_fork() else "thread",
+            fork_threshold_bytes=state_options.SNAPSHOT_FORK_THRESHOLD.get(config),
             end_of_input_savepoint=checkpointing_options.END_OF_INPUT_SAVEPOINT.get(config),
             cancellation_timeout_s=TASK_CANCELLATION_TIMEOUT.get(config),
             cancellation_interval_s=TASK_CANCELLATION_INTERVAL.get(config),

@@ -206,5 +206,17 @@ def test_task_settings_read_what_a_task_needs() -> None:
     assert TaskSettings.from_config({}).buffer_timeout_ms is None
     with pytest.raises(ConfigurationError, match=r"^execution.buffer-timeout: duration '-5' is not a duration"):
         TaskSettings.from_config({"execution.buffer-timeout": "-5"})
-    with pytest.raises(ConfigurationError, match=r"^state.snapshot.async-mode: unknown snapshot mode 'process'; use one of fork, thread"):
+    with pytest.raises(ConfigurationError, match=r"^state.snapshot.async-mode: unknown snapshot mode 'process'; use one of auto, fork, thread"):
         TaskSettings.from_config({"state.snapshot.async-mode": "process"})
+
+
+def test_auto_snapshot_mode_forks_only_after_a_large_state_file() -> None:
+    auto = TaskSettings.from_config({"state.snapshot.fork-threshold": "64 kb"})
+    assert auto.snapshot_async_mode == "auto" and auto.fork_threshold_bytes == 64 << 10
+    # nothing written yet: fork (the state may be large); then by the last file's size
+    assert [auto.fork_snapshot_of(n) for n in (None, 0, 64 << 10, (64 << 10) + 1)] == [True, False, False, True]
+    fork = TaskSettings.from_config({"state.snapshot.async-mode": "fork"})
+    thread = TaskSettings.from_config({"state.snapshot.async-mode": "thread"})
+    assert [fork.fork_snapshot_of(0), thread.fork_snapshot_of(None), thread.fork_snapshot_of(1 << 30)] == [True, False, False]
+    with pytest.raises(ConfigurationError, match=r"^state.snapshot.fork-threshold: '-1 kb' is not a memory size"):
+        TaskSettings.from_config({"state.snapshot.fork-threshold": "-1 kb"})
