@@ -49,7 +49,7 @@ class TaskManagerConfig(BaseModel):
 # here; runtime.state.rocksdb: a restore from a native RocksDB checkpoint (rocksdict, ~10 ms);
 # runtime.storage.state_files: a writer cleaning up after a cancelled savepoint (storage.savepoints)
 _LAZY_LIBRARIES = (
-    "pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyarrow.compute", "deltalake", "runtime.state.rocksdb", "runtime.storage.state_files",
+    "pyarrow", "pyarrow.fs", "pyarrow.parquet", "pyarrow.compute", "pyarrow.json", "deltalake", "runtime.state.rocksdb", "runtime.storage.state_files",
 )
 
 
