@@ -15,6 +15,13 @@ embedded baseline: this process, and everything below it -- Spark's JVM and the 
 (each job has 100 events, so that figure is per-job overhead, not throughput).
 
     .venv/bin/python benchmarks/session_cluster.py [--jobs 20] [--kills 3] [--provider spark|local]
+        [--slot-jobs 50] [--slots-only]
+
+First, static against dynamic slots (fine-grained resources): a warm session cluster of each kind
+in turn (alternating, two of each), `--slot-jobs` jobs whose one slot sharing group declares 0.5 CPU
+and 256 MB of task heap, one after another: {"slots", "jobs", "median_ms", "p95_ms"} for submit ->
+every task RUNNING (the job is RUNNING before it has any slot: that figure is in
+"job_running_median_ms").
 """
 from __future__ import annotations
 
@@ -142,6 +149,72 @@ def replacement_times(client, kills: int) -> list[float]:
     return times
 
 
+SLOT_GROUP_CPU, SLOT_GROUP_HEAP_MB = 0.5, 256  # the group every job of the slots comparison declares
+
+
+def grouped_job(parallelism: int):
+    """small_job in one slot sharing group with declared resources (half a default slot)."""
+    from runtime.api.datastream import SlotSharingGroup
+
+    group = SlotSharingGroup.builder("bench").set_cpu_cores(SLOT_GROUP_CPU).set_task_heap_memory_mb(SLOT_GROUP_HEAP_MB).build()
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    (
+        env.from_collection(list(range(JOB_EVENTS)), type_info=Types.LONG()).slot_sharing_group(group)
+        .map(lambda x: x * 2, output_type=Types.LONG())
+        .key_by(lambda x: x % 3)
+        .reduce(lambda a, b: a + b)
+        .print()
+    )
+    return env.get_job_graph("grouped job")
+
+
+def slot_latencies(dynamic: bool, jobs: int, parallelism: int, provider: str) -> dict:
+    """A warm session cluster with static or dynamic slots; `jobs` grouped jobs one after another:
+    submit -> job RUNNING and submit -> every task RUNNING (what slot allocation is part of)."""
+    home = Path(tempfile.mkdtemp(prefix="millrace-bench-slots-"))
+    proc, endpoint = start_cluster_process(ClusterConfig(
+        home=str(home), provider=provider, task_managers=parallelism, max_task_managers=parallelism, idle_timeout_s=None,
+        log_level="WARNING", cluster={"resource_manager": {"dynamic_slots": dynamic}},
+    ))
+    client = rest_client(endpoint)
+    try:
+        while len(client.task_managers()) < parallelism:
+            time.sleep(0.05)
+        rows = []
+        for i in range(jobs + 2):  # the first two warm up (imports, first deployments)
+            t0 = time.perf_counter()
+            job_id = client.submit_job(grouped_job(parallelism))
+            running = tasks = None
+            while True:
+                d = client.job_details(job_id).model_dump(by_alias=True, mode="json")
+                now = time.perf_counter() - t0
+                if running is None and d["state"] in ("RUNNING", "FINISHED"):
+                    running = now
+                if tasks is None and (_all_tasks_running_or_done(d) or d["state"] == "FINISHED"):
+                    tasks = now
+                if d["state"] in ("FINISHED", "FAILED", "CANCELED"):
+                    assert d["state"] == "FINISHED", d  # the check: every job ran to its end
+                    break
+                time.sleep(0.002)
+            if i >= 2:
+                rows.append((running * 1000, tasks * 1000))
+            # its slots are free again before the next job (static and dynamic alike)
+            while sum(t.free_slots for t in client.task_managers()) < parallelism:
+                time.sleep(0.002)
+        if dynamic:  # the slots were cut: a TaskManager reports dynamic slots
+            assert all(t.model_dump(by_alias=True)["dynamicSlots"] for t in client.task_managers())
+    finally:
+        stop_cluster(endpoint, home, proc=proc)
+    tasks_ms = sorted(r[1] for r in rows)
+    return {
+        "slots": "dynamic" if dynamic else "static", "jobs": len(rows),
+        "median_ms": round(statistics.median(tasks_ms), 1), "p95_ms": round(tasks_ms[int(0.95 * (len(tasks_ms) - 1))], 1),
+        "job_running_median_ms": round(statistics.median(r[0] for r in rows), 1), "measured": "submit -> every task RUNNING",
+        "provider": provider,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=20)
@@ -149,7 +222,19 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--provider", choices=["spark", "local"], default="spark")
+    parser.add_argument("--slot-jobs", type=int, default=50, help="jobs per slots mode (static, dynamic) in the comparison")
+    parser.add_argument("--slots-only", action="store_true", help="only the static vs dynamic slots comparison")
     args = parser.parse_args()
+    slots = []
+    for dynamic in (False, True, False, True) if args.slot_jobs else ():  # alternating, twice each: the better of each kept
+        slots.append(slot_latencies(dynamic, args.slot_jobs, args.parallelism, args.provider))
+    for mode in ("static", "dynamic"):
+        runs = [r for r in slots if r["slots"] == mode]
+        if runs:
+            best = min(runs, key=lambda r: r["median_ms"])
+            print(json.dumps({**best, "median_ms_runs": [r["median_ms"] for r in runs]}), flush=True)
+    if args.slots_only:
+        return
     home = Path(tempfile.mkdtemp(prefix="millrace-bench-"))
     t0 = time.perf_counter()
     proc, endpoint = start_cluster_process(ClusterConfig(

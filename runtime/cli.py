@@ -157,7 +157,8 @@ def _cluster_config(args: argparse.Namespace, mode: str, home: Any, **extra: Any
     return ClusterConfig(
         mode=mode, home=str(home), provider=args.provider, spark_master=args.spark_master,
         task_managers=getattr(args, "taskmanagers", 1), slots_per_task_manager=args.slots_per_taskmanager,
-        max_task_managers=args.max_taskmanagers, log_level=args.log_level, high_availability=_ha_settings(args), **extra,
+        max_task_managers=args.max_taskmanagers, log_level=args.log_level, high_availability=_ha_settings(args),
+        evenly_spread_out_slots=args.slot_placement == "spread", dynamic_slots=not args.static_slots, **extra,
     )
 
 
@@ -628,6 +629,14 @@ def _add_cluster_shape(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-master", default=None, help="Spark master URL (default local[N])")
     p.add_argument("--slots-per-taskmanager", type=_int_at_least(1), default=1, help="task slots per TaskManager (default 1: a Python process is one core)")
     p.add_argument("--max-taskmanagers", type=_int_at_least(1), default=8, help="most TaskManagers the ResourceManager may ask for (default 8)")
+    p.add_argument(
+        "--slot-placement", choices=["pack", "spread"], default="pack",
+        help="pack: a slot goes to the first TaskManager with room; spread: to the least used one (Flink: cluster.evenly-spread-out-slots)",
+    )
+    p.add_argument(
+        "--static-slots", action="store_true",
+        help="every slot is its TaskManager's total / its slots (default: dynamic slots cut to each slot sharing group's resources)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

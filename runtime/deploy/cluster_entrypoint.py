@@ -63,6 +63,7 @@ FLAT_CLUSTER_FIELDS = {"provider": "provider", "host": "host", "rpc_port": "port
 # flat names of the ResourceManager's settings: `task_managers` is the session's minimum, started up front
 FLAT_CLUSTER_RESOURCE_MANAGER_FIELDS = {
     "slots_per_task_manager": "slots_per_tm", "max_task_managers": "max_task_managers", "idle_timeout_s": "idle_timeout_s",
+    "evenly_spread_out_slots": "evenly_spread_out_slots", "dynamic_slots": "dynamic_slots",
 }
 
 

@@ -45,6 +45,10 @@ FLAT_RESOURCE_MANAGER_FIELDS = {
     "max_start_retry_interval_s": "max_start_retry_interval_s",
     "heartbeat_interval_ms": "heartbeat_interval_ms",
     "heartbeat_timeout_ms": "heartbeat_timeout_ms",
+    "dynamic_slots": "dynamic_slots",
+    "evenly_spread_out_slots": "evenly_spread_out_slots",
+    "max_total_cpu": "max_total_cpu",
+    "max_total_memory_mb": "max_total_memory_mb",
 }
 
 

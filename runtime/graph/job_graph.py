@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import defaultdict
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -96,6 +97,23 @@ class ResourceSpec(_Model):
     cpu_cores: float | None = None
     task_heap_mb: int | None = None
     managed_memory_mb: int | None = None
+    task_off_heap_mb: int | None = None
+
+    @staticmethod
+    def sum(specs: list[ResourceSpec]) -> ResourceSpec:
+        """Dimension by dimension; a dimension no spec sets stays unset."""
+        def total(f: str) -> Any:
+            values = [getattr(x, f) for x in specs if getattr(x, f) is not None]
+            return sum(values) if values else None
+
+        return ResourceSpec(**{f: total(f) for f in ResourceSpec.model_fields})
+
+    def describe(self) -> str:
+        parts = [f"{self.cpu_cores:g} CPU" if self.cpu_cores is not None else None]
+        for f, label in (("task_heap_mb", "task heap"), ("task_off_heap_mb", "task off-heap"), ("managed_memory_mb", "managed memory")):
+            v = getattr(self, f)
+            parts.append(f"{v} MB {label}" if v else None)
+        return ", ".join(p for p in parts if p) or "nothing"
 
 
 class JobVertex(_Model):
@@ -167,9 +185,29 @@ class JobGraph(_Model):
             raise ValueError(f"job {self.job_id}: the JobGraph has a cycle")
         return out
 
-    def slots_required(self) -> int:
-        """Slots needed with slot sharing: per sharing group, its highest parallelism; summed."""
+    def group_resources(self) -> dict[str, ResourceSpec | None]:
+        """Per slot sharing group (in vertex order): its declared resources, else the sum of its
+        vertices' (Flink merges their ResourceSpecs), else None (UNKNOWN: a default slot)."""
+        out: dict[str, ResourceSpec | None] = {}
+        for v in self.vertices:
+            g = v.slot_sharing_group
+            if g in out:
+                continue
+            declared = self.slot_sharing_group_resources.get(g)
+            if declared is not None:
+                out[g] = declared
+                continue
+            specs = [m.resources for m in self.vertices if m.slot_sharing_group == g and m.resources is not None]
+            out[g] = ResourceSpec.sum(specs) if specs else None
+        return out
+
+    def slots_per_group(self) -> dict[str, int]:
+        """Slots each sharing group needs: its highest parallelism."""
         per_group: dict[str, int] = {}
         for v in self.vertices:
             per_group[v.slot_sharing_group] = max(per_group.get(v.slot_sharing_group, 0), v.parallelism)
-        return sum(per_group.values())
+        return per_group
+
+    def slots_required(self) -> int:
+        """Slots needed with slot sharing: per sharing group, its highest parallelism; summed."""
+        return sum(self.slots_per_group().values())

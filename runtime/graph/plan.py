@@ -19,6 +19,12 @@ def plan_summary(job_graph: JobGraph) -> dict[str, Any]:
         "job_id": job_graph.job_id,
         "job_type": job_graph.job_type.value,
         "slots_required": job_graph.slots_required(),
+        # per slot sharing group: the slot each of its subtasks' slots must have (null: a default
+        # slot) and how many (its highest parallelism)
+        "slot_sharing_groups": [
+            {"name": g, "resources": spec.model_dump() if spec is not None else None, "slots": job_graph.slots_per_group()[g]}
+            for g, spec in job_graph.group_resources().items()
+        ],
         "vertices": [
             {
                 "number": number[v.id],
@@ -56,6 +62,11 @@ def format_plan(job_graph: JobGraph) -> str:
     s = plan_summary(job_graph)
     slots = s["slots_required"]
     lines = [f"Job '{s['job_name']}' ({s['job_type']}), {slots} slot{'s' if slots != 1 else ''} needed"]
+    for g, spec in job_graph.group_resources().items():
+        n = job_graph.slots_per_group()[g]
+        plural = "s" if n != 1 else ""
+        what = f"slot{plural} of {spec.describe()}" if spec is not None else f"default slot{plural} (no resources declared)"
+        lines.append(f"  slot sharing group '{g}': {n} {what}")
     for v in s["vertices"]:
         parallelism = f"parallelism from the data, at most {v['parallelism']}" if v["dynamic_parallelism"] else f"parallelism {v['parallelism']}"
         lines.append(f"  [{v['number']}] {v['name']}   {parallelism}, slot sharing group '{v['slot_sharing_group']}'")

@@ -58,6 +58,21 @@ class ResourceManagerConfig(BaseModel):
         "each further failure in a row (Flink: resourcemanager.start-worker.retry-interval)"
     )
     max_start_retry_interval_s: float = Field(60.0, gt=0, description="the longest wait between failing starts")
+    dynamic_slots: bool = Field(
+        True, description="cut each slot from a TaskManager's free resources to exactly what its slot sharing group asks "
+        "(Flink's fine-grained resource management, FLIP-156); False: every slot is the TaskManager's total / its slots",
+    )
+    evenly_spread_out_slots: bool = Field(
+        False, description="place slots on the least used TaskManager instead of packing the first with room "
+        "(Flink: cluster.evenly-spread-out-slots)",
+    )
+    max_total_cpu: float | None = Field(
+        None, gt=0, description="never start TaskManagers beyond this many CPUs in all (Flink: slotmanager.max-total-resource.cpu)"
+    )
+    max_total_memory_mb: int | None = Field(
+        None, gt=0, description="never start TaskManagers beyond this much task heap + off-heap + managed memory in all, in MB "
+        "(Flink: slotmanager.max-total-resource.memory)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ResourceManagerConfig:
@@ -94,6 +109,10 @@ class ResourceManager(RpcEndpoint):
             min_task_managers=config.min_task_managers,
             idle_timeout_s=config.idle_timeout_s,
             clock=clock,
+            dynamic=config.dynamic_slots,
+            evenly_spread_out_slots=config.evenly_spread_out_slots,
+            max_total_cpu=config.max_total_cpu,
+            max_total_memory_mb=config.max_total_memory_mb,
         )
         self._tm_seq = 0
         self._lost: set[str] = set()  # declared lost or released: never accepted again under that id
@@ -178,11 +197,19 @@ class ResourceManager(RpcEndpoint):
                     host=t.registration.hostname,
                     pid=t.registration.pid,
                     data_port=t.data_address.port,
-                    slots_total=len(t.slots),
+                    slots_total=t.slot_count,
                     slots_free=len(t.free_slots()),
                     heartbeat_age_ms=int((now - t.last_heartbeat) * 1000),
                     spark_executor_id=t.registration.spark_executor_id,
                     resource_profile=t.registration.resource_profile,
+                    free_resources=t.free_profile,
+                    allocated_resources=t.allocated_profile,
+                    default_slot=self.slot_manager.slot_to_cut(None, t),
+                    dynamic_slots=t.dynamic,
+                    slots=[
+                        m.SlotStatus(slot_index=s.index, state=s.state, allocation_id=s.allocation_id, job_id=s.job_id, resource_profile=s.profile)
+                        for s in sorted(t.slots, key=lambda s: s.index) if not s.is_free
+                    ],
                 )
                 for t in self.slot_manager.task_managers.values()
             ]
@@ -391,7 +418,7 @@ class ResourceManager(RpcEndpoint):
             await te.request_slot(
                 m.RequestSlot(
                     allocation_id=a.allocation_id, job_id=a.job_id, job_master_endpoint=a.job_master_endpoint, resource_manager_id=self.resource_manager_id,
-                    job_master_token=self._job_master_tokens.get(a.job_id),
+                    job_master_token=self._job_master_tokens.get(a.job_id), resource_profile=a.profile, declared=a.declared,
                 ),
                 timeout=10,
             )

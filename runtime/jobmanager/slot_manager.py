@@ -4,14 +4,21 @@ Flink: FineGrainedSlotManager (+ TaskManagerTracker, DefaultResourceAllocationSt
 Pure bookkeeping, no I/O and no wall clock of its own (the clock is injected): the
 ResourceManager turns its decisions (`check()`) into RPCs and provider calls.
 
-- A slot's profile is its TaskManager's total profile divided by the TaskManager's slot count.
-- A requirement with a profile is served only by a slot at least that big in every dimension;
-  the UNKNOWN profile (None) by any slot. Matching is best-fit, requirements with a profile first,
-  so a job without declared resources does not take the only slot another job's group fits.
+- Dynamic slots (`dynamic=True`, the ResourceManager's default; Flink: FLIP-156): a TaskManager
+  registers its total resources and a slot of exactly the requested profile is cut from what is
+  free on it (the UNKNOWN profile gets the default slot: the total divided by the TaskManager's
+  slot count); a freed slot gives its resources back. Static slots (`dynamic=False`): every slot
+  is the default slot, fixed at registration; a requirement with a profile is served only by a
+  slot at least that big in every dimension, the UNKNOWN profile by any slot.
+- Which TaskManager: packing (first fit: best-fit among static slots) or, with
+  `evenly_spread_out_slots` (Flink: cluster.evenly-spread-out-slots), the least used one.
+  Requirements with a profile are matched first, so a job without declared resources does not take
+  the only room another job's group fits.
 - What free and pending slots cannot serve becomes TaskManager requests: default-shaped ones for
   requirements a default slot serves (packed `slots_per_tm` to a TaskManager), a one-slot
   TaskManager sized to the requirement otherwise, never bigger than `max_task_manager_profile`
-  and never more than `max_task_managers` in all.
+  and never more than `max_task_managers` in all, nor more than `max_total_cpu` /
+  `max_total_memory_mb` (task heap + managed) over all TaskManagers (Flink: slotmanager.max-total-resource.*).
 - Scaling: never fewer than `min_task_managers` (lost ones are replaced); a TaskManager whose
   slots have all been free for `idle_timeout_s` is released, down to the minimum; when the cap is
   reached, idle TaskManagers no pending requirement fits are released to make room for one that does.
@@ -56,11 +63,15 @@ class SlotInfo:
 
 @dataclass
 class TaskManagerRegistration:
+    """A registered TaskManager. Static: `slots` are its fixed default slots; dynamic: the slots cut
+    from it so far (each of its own profile), its free resources being the rest of its total."""
+
     tm_id: str
     registration: RegisterTaskExecutor
     slots: list[SlotInfo]
     last_heartbeat: float = field(default_factory=time.monotonic)
     idle_since: float | None = None  # all slots free since then (None: some slot is in use)
+    dynamic: bool = False
 
     @property
     def data_address(self) -> DataAddress:
@@ -70,8 +81,60 @@ class TaskManagerRegistration:
     def total_profile(self) -> ResourceProfile:
         return self.registration.resource_profile
 
+    @property
+    def default_slot_profile(self) -> ResourceProfile:
+        return self.total_profile.divide(self.registration.num_slots)
+
+    @property
+    def allocated_profile(self) -> ResourceProfile:
+        used = ResourceProfile.zero()
+        for s in self.slots:
+            if not s.is_free:
+                used = used.merge(s.profile)
+        return used
+
+    @property
+    def free_profile(self) -> ResourceProfile:
+        """Dynamic: what slots can still be cut from; static: the sum of the free slots."""
+        if not self.dynamic:
+            free = ResourceProfile.zero()
+            for s in self.free_slots():
+                free = free.merge(s.profile)
+            return free
+        return self.total_profile.subtract(self.allocated_profile)
+
     def free_slots(self) -> list[SlotInfo]:
-        return [s for s in self.slots if s.is_free]
+        """Static: the free slots. Dynamic: the default slots that still fit into the free resources."""
+        if not self.dynamic:
+            return [s for s in self.slots if s.is_free]
+        n = self.free_profile.count_of(self.default_slot_profile)
+        return [SlotInfo(-1, self.default_slot_profile) for _ in range(min(n, self.registration.num_slots))]
+
+    @property
+    def slot_count(self) -> int:
+        """Static: its slots; dynamic: the slots cut plus the default slots that still fit."""
+        return len(self.slots) if not self.dynamic else sum(1 for s in self.slots if not s.is_free) + len(self.free_slots())
+
+    def can_cut(self, profile: ResourceProfile) -> bool:
+        return profile.fits_in(self.free_profile)
+
+    def cut(self, profile: ResourceProfile) -> SlotInfo:
+        """Dynamic: a new slot of exactly `profile` (the caller checked `can_cut`)."""
+        used = {s.index for s in self.slots}
+        info = SlotInfo(next(i for i in range(len(used) + 1) if i not in used), profile)
+        self.slots.append(info)
+        return info
+
+    def forget(self, info: SlotInfo) -> None:
+        """Dynamic: a freed slot gives its resources back."""
+        if self.dynamic and info in self.slots:
+            self.slots.remove(info)
+
+    @property
+    def utilization(self) -> float:
+        """The larger share of CPU or task heap in use (spread placement prefers the lowest)."""
+        total, used = self.total_profile, self.allocated_profile
+        return max(used.cpu_cores / total.cpu_cores if total.cpu_cores else 0.0, used.task_heap_mb / total.task_heap_mb if total.task_heap_mb else 0.0)
 
     @property
     def is_idle(self) -> bool:
@@ -154,6 +217,8 @@ class Allocation:
     allocation_id: str
     job_id: str
     job_master_endpoint: str
+    profile: ResourceProfile | None = None  # dynamic: the slot to cut; static: None (a default slot)
+    declared: bool = False  # the requirement's own profile (not UNKNOWN)
 
 
 @dataclass
@@ -176,6 +241,10 @@ class SlotManager:
         min_task_managers: int = 0,
         idle_timeout_s: float | None = None,
         clock: Clock = time.monotonic,
+        dynamic: bool = False,
+        evenly_spread_out_slots: bool = False,
+        max_total_cpu: float | None = None,
+        max_total_memory_mb: int | None = None,
     ) -> None:
         if slots_per_tm < 1:
             raise ValueError("a TaskManager needs at least one slot")
@@ -187,6 +256,10 @@ class SlotManager:
         self.min_task_managers = min_task_managers
         self.idle_timeout_s = idle_timeout_s
         self.clock = clock
+        self.dynamic = dynamic
+        self.evenly_spread_out_slots = evenly_spread_out_slots
+        self.max_total_cpu = max_total_cpu
+        self.max_total_memory_mb = max_total_memory_mb
         self.task_managers: dict[str, TaskManagerRegistration] = {}
         self.pending_task_managers: dict[str, PendingTaskManager] = {}
         self.requirements: dict[str, JobRequirement] = {}
@@ -199,9 +272,8 @@ class SlotManager:
         self.pending_task_managers.pop(reg.tm_id, None)
         slot_profile = reg.resource_profile.divide(reg.num_slots)
         now = self.clock()
-        tmr = TaskManagerRegistration(
-            reg.tm_id, reg, [SlotInfo(i, slot_profile) for i in range(reg.num_slots)], last_heartbeat=now, idle_since=now
-        )
+        slots = [] if self.dynamic else [SlotInfo(i, slot_profile) for i in range(reg.num_slots)]
+        tmr = TaskManagerRegistration(reg.tm_id, reg, slots, last_heartbeat=now, idle_since=now, dynamic=self.dynamic)
         self.task_managers[reg.tm_id] = tmr
         return tmr
 
@@ -226,6 +298,10 @@ class SlotManager:
         if tmr is None:
             return
         tmr.last_heartbeat = self.clock()
+        if tmr.dynamic:
+            self._report_dynamic(tmr, report)
+            self._update_idle(tmr)
+            return
         for st in report.slots:
             info = tmr.slots[st.slot_index]
             if info.pending and st.allocation_id != info.allocation_id:
@@ -238,19 +314,46 @@ class SlotManager:
             info.state, info.allocation_id, info.job_id = st.state, st.allocation_id, st.job_id
         self._update_idle(tmr)
 
+    def _report_dynamic(self, tmr: TaskManagerRegistration, report: SlotReport) -> None:
+        """Dynamic slots are known by allocation: one the TaskExecutor no longer holds was freed (its
+        resources come back), one it holds that we do not know is adopted (e.g. after a failover)."""
+        held = {st.allocation_id: st for st in report.slots if st.allocation_id is not None and st.state is not SlotState.FREE}
+        for info in list(tmr.slots):
+            st = held.pop(info.allocation_id or "", None)
+            if st is None:
+                if info.pending:
+                    continue  # the TE has not processed our request yet
+                req = self.requirements.get(info.job_id or "")
+                if req is not None and info.allocation_id is not None:
+                    req.discard(info.allocation_id)
+                tmr.forget(info)
+                continue
+            info.pending, info.state, info.job_id = False, st.state, st.job_id
+            info.index = st.slot_index
+        for st in held.values():
+            profile = st.resource_profile or tmr.default_slot_profile
+            tmr.slots.append(SlotInfo(st.slot_index, profile, st.state, st.allocation_id, st.job_id))
+
+    def _slot_of(self, tm_id: str, allocation_id: str) -> tuple[TaskManagerRegistration, SlotInfo] | None:
+        tmr = self.task_managers.get(tm_id)
+        if tmr is None:
+            return None
+        info = next((s for s in tmr.slots if s.allocation_id == allocation_id), None)
+        return (tmr, info) if info is not None else None
+
     def confirm(self, tm_id: str, slot_index: int, allocation_id: str) -> None:
         """The TaskExecutor acknowledged our slot request: its reports are authoritative again."""
-        tmr = self.task_managers.get(tm_id)
-        if tmr is not None and tmr.slots[slot_index].allocation_id == allocation_id:
-            tmr.slots[slot_index].pending = False
+        found = self._slot_of(tm_id, allocation_id)
+        if found is not None:
+            found[1].pending = False
 
     def allocation_failed(self, allocation: Allocation) -> None:
         """The TaskExecutor could not be asked for the slot: free it and let the job ask again."""
-        tmr = self.task_managers.get(allocation.tm_id)
-        if tmr is not None:
-            info = tmr.slots[allocation.slot_index]
-            if info.allocation_id == allocation.allocation_id:
-                info.state, info.allocation_id, info.job_id, info.pending = SlotState.FREE, None, None, False
+        found = self._slot_of(allocation.tm_id, allocation.allocation_id)
+        if found is not None:
+            tmr, info = found
+            info.state, info.allocation_id, info.job_id, info.pending = SlotState.FREE, None, None, False
+            tmr.forget(info)
             self._update_idle(tmr)
         req = self.requirements.get(allocation.job_id)
         if req is not None:
@@ -295,7 +398,18 @@ class SlotManager:
         """
         requirements = [r.model_copy(update={"count": r.least, "min_count": None}) for r in requirements]
         for r in requirements:
-            if r.count > 0 and self.shape_for(r.profile) is None:
+            if r.count == 0 or (r.profile is not None and any(r.profile.fits_in(t.total_profile) for t in self.task_managers.values())):
+                continue  # a registered TaskManager is big enough
+            shape = self.shape_for(r.profile)
+            capped = self.total_caps_problem(shape.profile) if shape is not None and r.profile is not None else None
+            if capped is not None:
+                assert r.profile is not None
+                return (
+                    f"{job}: slot sharing group '{r.slot_sharing_group}' asks for slots of {r.profile.describe()}; no registered "
+                    f"TaskManager is that big and a new one ({shape.profile.describe() if shape else ''}) would exceed {capped}. "
+                    "Lower the group's resources (SlotSharingGroup) or raise the cap"
+                )
+            if shape is None:
                 assert r.profile is not None and self.max_task_manager_profile is not None
                 return (
                     f"{job}: slot sharing group '{r.slot_sharing_group}' asks for slots of {r.profile.describe()}, "
@@ -317,14 +431,51 @@ class SlotManager:
         return None
 
     def _task_managers_needed(self, requirements: list[ResourceRequirement]) -> int:
+        if self.dynamic:
+            return len(self._shapes_for([r.profile for r in requirements for _ in range(r.count)]))
         default_units = sum(r.count for r in requirements if serves(self.default_shape.slot_profile, r.profile))
         dedicated = sum(r.count for r in requirements if not serves(self.default_shape.slot_profile, r.profile))
         return -(-default_units // self.slots_per_tm) + dedicated
+
+    def slot_to_cut(self, profile: ResourceProfile | None, tmr: TaskManagerRegistration | None = None) -> ResourceProfile:
+        """Dynamic: the slot a requirement gets, its own profile or (UNKNOWN) the default slot: the
+        cluster's (a default TaskManager's total / its slots), or a smaller TaskManager's own."""
+        if profile is not None:
+            return profile
+        default = self.default_shape.slot_profile
+        return default.min_with(tmr.default_slot_profile) if tmr is not None else default
+
+    def _shapes_for(self, unmet: list[ResourceProfile | None]) -> list[TaskManagerShape]:
+        """The TaskManagers to start for these slots: default ones packed (dynamic: by resources, first
+        fit; static: `slots_per_tm` slots each), the rest one TaskManager sized to each."""
+        wanted: list[TaskManagerShape] = []
+        room: list[ResourceProfile] = []  # dynamic: what is left of each new default TaskManager
+        default_units = 0
+        for profile in unmet:
+            shape = self.shape_for(profile)
+            if shape is None:
+                continue  # rejected at declaration; never started
+            if shape != self.default_shape:
+                wanted.append(shape)
+            elif not self.dynamic:
+                default_units += 1
+            else:
+                cut = self.slot_to_cut(profile)
+                i = next((i for i, r in enumerate(room) if cut.fits_in(r)), None)
+                if i is None:
+                    room.append(self.default_shape.profile)
+                    i = len(room) - 1
+                room[i] = room[i].subtract(cut)
+        n_default = len(room) if self.dynamic else -(-default_units // self.slots_per_tm)
+        return [self.default_shape] * n_default + wanted
 
     def shape_for(self, profile: ResourceProfile | None) -> TaskManagerShape | None:
         """The TaskManager to start for one slot of `profile`; None if no TaskManager may be that big."""
         if serves(self.default_shape.slot_profile, profile):
             return self.default_shape
+        assert profile is not None
+        if self.dynamic and profile.fits_in(self.default_shape.profile):
+            return self.default_shape  # cut from a default TaskManager
         assert profile is not None
         limit = self.max_task_manager_profile
         if limit is not None and not profile.fits_in(limit):
@@ -352,31 +503,35 @@ class SlotManager:
                 info.state, info.allocation_id, info.job_id, info.pending = SlotState.ALLOCATED, alloc_id, req.job_id, True
                 tmr.idle_since = None
                 entry.allocations.add(alloc_id)
-                decision.allocations.append(Allocation(tmr.tm_id, info.index, alloc_id, req.job_id, req.job_master_endpoint))
+                decision.allocations.append(
+                    Allocation(
+                        tmr.tm_id, info.index, alloc_id, req.job_id, req.job_master_endpoint, info.profile if tmr.dynamic else None,
+                        declared=entry.profile is not None,
+                    )
+                )
 
-        # what pending TaskManagers will serve once they register (same order, best fit)
+        # what pending TaskManagers will serve once they register (same order; static: best fit
+        # among their slots, dynamic: cut from the first with room)
         pending_slots = [p.shape.slot_profile for p in self.pending_task_managers.values() for _ in range(p.shape.num_slots)]
+        pending_room = [p.shape.profile for p in self.pending_task_managers.values()]
         unmet: list[ResourceProfile | None] = []
         for _req, entry in entries:
             for _ in range(entry.missing_to_start):
+                if self.dynamic:
+                    cut = self.slot_to_cut(entry.profile)
+                    i = next((i for i, r in enumerate(pending_room) if cut.fits_in(r)), None)
+                    if i is None:
+                        unmet.append(entry.profile)
+                    else:
+                        pending_room[i] = pending_room[i].subtract(cut)
+                    continue
                 i = _best_fit_index(pending_slots, entry.profile)
                 if i is None:
                     unmet.append(entry.profile)
                 else:
                     pending_slots.pop(i)
 
-        # shapes for the rest: default ones packed, the others one slot each
-        wanted: list[TaskManagerShape] = []
-        default_units = 0
-        for profile in unmet:
-            shape = self.shape_for(profile)
-            if shape is None:
-                continue  # rejected at declaration; never started
-            if shape == self.default_shape:
-                default_units += 1
-            else:
-                wanted.append(shape)
-        wanted = [self.default_shape] * -(-default_units // self.slots_per_tm) + wanted
+        wanted = self._shapes_for(unmet)
         # keep-alive: never fewer than the minimum (a lost TaskManager gets a replacement)
         existing = len(self.task_managers) + len(self.pending_task_managers)
         wanted += [self.default_shape] * max(0, self.min_task_managers - existing - len(wanted))
@@ -393,7 +548,7 @@ class SlotManager:
                 decision.release.extend(t.tm_id for t in reclaim)
                 room += len(reclaim)
             wanted = wanted[: max(0, room)]
-        decision.start = wanted
+        decision.start = self._within_total_caps(wanted)
 
         # release TaskManagers idle for too long, down to the minimum
         if self.idle_timeout_s is not None:
@@ -413,13 +568,58 @@ class SlotManager:
         entries = [(r, e) for r in self.requirements.values() if not r.suspended for e in r.entries]
         return sorted(entries, key=lambda re: (re[1].profile is None, tuple(-x for x in re[1].profile.sort_key()) if re[1].profile else ()))
 
+    def _within_total_caps(self, wanted: list[TaskManagerShape]) -> list[TaskManagerShape]:
+        """Drop the TaskManagers that would take the cluster over max_total_cpu / max_total_memory_mb."""
+        if self.max_total_cpu is None and self.max_total_memory_mb is None:
+            return wanted
+        total = ResourceProfile.zero()
+        for t in self.task_managers.values():
+            total = total.merge(t.total_profile)
+        for p in self.pending_task_managers.values():
+            total = total.merge(p.shape.profile)
+        kept = []
+        for shape in wanted:
+            after = total.merge(shape.profile)
+            if (self.max_total_cpu is not None and after.cpu_cores > self.max_total_cpu + 1e-9) or (
+                self.max_total_memory_mb is not None and _memory_mb(after) > self.max_total_memory_mb
+            ):
+                continue
+            kept.append(shape)
+            total = after
+        return kept
+
+    def total_caps_problem(self, profile: ResourceProfile) -> str | None:
+        """Why one TaskManager of `profile` could never be started under the total caps; None if it could."""
+        if self.max_total_cpu is not None and profile.cpu_cores > self.max_total_cpu + 1e-9:
+            return f"slotmanager.max-total-resource.cpu is {self.max_total_cpu:g}"
+        if self.max_total_memory_mb is not None and _memory_mb(profile) > self.max_total_memory_mb:
+            return f"slotmanager.max-total-resource.memory is {self.max_total_memory_mb} MB"
+        return None
+
     def _take_free_slot(self, profile: ResourceProfile | None) -> tuple[TaskManagerRegistration, SlotInfo] | None:
+        """A free slot for `profile`: packing takes the first TaskManager with room (static: the
+        smallest fitting slot), spreading the least used one."""
+        if self.dynamic:
+            fits = [t for t in self.task_managers.values() if t.can_cut(self.slot_to_cut(profile, t))]
+            if not fits:
+                return None
+            tmr = min(fits, key=lambda t: t.utilization) if self.evenly_spread_out_slots else fits[0]
+            return tmr, tmr.cut(self.slot_to_cut(profile, tmr))
         best: tuple[TaskManagerRegistration, SlotInfo] | None = None
         for tmr in self.task_managers.values():
             for info in tmr.free_slots():
-                if serves(info.profile, profile) and (best is None or info.profile.sort_key() < best[1].profile.sort_key()):
+                if not serves(info.profile, profile):
+                    continue
+                if best is None or self._better_static(tmr, info, *best):
                     best = (tmr, info)
         return best
+
+    def _better_static(self, tmr: TaskManagerRegistration, info: SlotInfo, best_tmr: TaskManagerRegistration, best: SlotInfo) -> bool:
+        if self.evenly_spread_out_slots and tmr is not best_tmr:
+            used, best_used = len(tmr.slots) - len(tmr.free_slots()), len(best_tmr.slots) - len(best_tmr.free_slots())
+            if used != best_used:
+                return used < best_used
+        return info.profile.sort_key() < best.profile.sort_key()
 
     def _idle_task_managers(self) -> list[TaskManagerRegistration]:
         """Registered TaskManagers with every slot free, longest idle first."""
@@ -428,14 +628,18 @@ class SlotManager:
 
     @property
     def total_slots(self) -> int:
-        return sum(len(t.slots) for t in self.task_managers.values())
+        return sum(t.slot_count for t in self.task_managers.values())
 
     @property
     def free_slots(self) -> int:
         return sum(len(t.free_slots()) for t in self.task_managers.values())
 
 
-def _key(profile: ResourceProfile | None) -> tuple[float, int, int] | None:
+def _memory_mb(profile: ResourceProfile) -> int:
+    return profile.task_heap_mb + profile.task_off_heap_mb + profile.managed_memory_mb
+
+
+def _key(profile: ResourceProfile | None) -> tuple[float, int, int, int] | None:
     return profile.sort_key() if profile is not None else None
 
 

@@ -93,7 +93,18 @@ class ResourceInfo(RestModel):
 
     cpu_cores: float = Field(alias="cpuCores")
     task_heap_memory: int = Field(alias="taskHeapMemory")
+    task_off_heap_memory: int = Field(0, alias="taskOffHeapMemory")
     managed_memory: int = Field(alias="managedMemory")
+
+
+class SlotInfo(RestModel):
+    """One allocated slot of a TaskManager (Flink: TaskManagerDetailsInfo's allocatedSlots)."""
+
+    index: int
+    resource: ResourceInfo
+    job_id: str | None = Field(None, alias="jobId")
+    allocation_id: str | None = Field(None, alias="allocationId")
+    state: str
 
 
 class HardwareDescription(RestModel):
@@ -115,6 +126,10 @@ class TaskManagerDetails(RestModel):
     free_slots: int = Field(alias="freeSlots")
     total_resource: ResourceInfo = Field(alias="totalResource")
     free_resource: ResourceInfo = Field(alias="freeResource")
+    allocated_resource: ResourceInfo | None = Field(None, alias="allocatedResource")
+    default_slot_resource: ResourceInfo | None = Field(None, alias="defaultSlotResource", description="what a group without resources gets")
+    dynamic_slots: bool = Field(False, alias="dynamicSlots", description="slots are cut to each group's resources (fine-grained)")
+    allocated_slots: list[SlotInfo] = Field(default_factory=list, alias="allocatedSlots")
     hardware: HardwareDescription
     spark_executor_id: str | None = Field(None, alias="sparkExecutorId")
 
@@ -223,6 +238,9 @@ class VertexInfo(_Timespan):
     parallelism: int
     max_parallelism: int = Field(alias="maxParallelism")
     slot_sharing_group: str = Field(alias="slot-sharing-group")
+    slot_sharing_group_resource: ResourceInfo | None = Field(
+        None, alias="slot-sharing-group-resource", description="the group's slot requirement; null: a default slot (UNKNOWN)"
+    )
     status: ExecutionState
     tasks: dict[str, int]
     metrics: IOMetrics
@@ -514,6 +532,7 @@ def vertex_info(v: m.VertexDetails, now_ms: int) -> VertexInfo:
     return VertexInfo(
         id=v.vertex_id, name=v.name, parallelism=v.parallelism, max_parallelism=v.max_parallelism,
         slot_sharing_group=v.slot_sharing_group, status=aggregate_vertex_state([st.state for st in v.subtasks]),
+        slot_sharing_group_resource=_resource(v.slot_profile) if v.slot_profile is not None else None,
         start_time=start_time, end_time=end_time, duration=duration, tasks=counts, metrics=totals,
         backpressure_ratio=ratio, backpressure_level=backpressure_level(ratio), subtasks=subtasks,
         busy_time_ms_per_second=round(sum(running) / len(running)) if running else 0,
@@ -632,13 +651,27 @@ def job_overview(o: m.JobOverview, now_ms: int) -> JobOverview:
 
 
 def _resource(profile: m.ResourceProfile) -> ResourceInfo:
-    return ResourceInfo(cpu_cores=profile.cpu_cores, task_heap_memory=profile.task_heap_mb, managed_memory=profile.managed_memory_mb)
+    return ResourceInfo(
+        cpu_cores=profile.cpu_cores, task_heap_memory=profile.task_heap_mb, managed_memory=profile.managed_memory_mb,
+        task_off_heap_memory=profile.task_off_heap_mb,
+    )
 
 
 def task_manager_details(tm: m.TaskManagerInfo) -> TaskManagerDetails:
     total = tm.resource_profile
-    free = total.divide(tm.slots_total).multiply(tm.slots_free) if tm.slots_total > 0 else total
+    if tm.free_resources is not None:
+        free = tm.free_resources
+    else:
+        free = total.divide(tm.slots_total).multiply(tm.slots_free) if tm.slots_total > 0 else total
     return TaskManagerDetails(
+        allocated_resource=_resource(tm.allocated_resources) if tm.allocated_resources is not None else None,
+        default_slot_resource=_resource(tm.default_slot) if tm.default_slot is not None else None,
+        dynamic_slots=tm.dynamic_slots,
+        allocated_slots=[
+            SlotInfo(index=s.slot_index, resource=_resource(s.resource_profile or tm.default_slot or total), job_id=s.job_id,
+                     allocation_id=s.allocation_id, state=s.state.value)
+            for s in tm.slots
+        ],
         id=tm.tm_id,
         path=f"millrace://{tm.host}/{tm.pid}",
         host=tm.host,

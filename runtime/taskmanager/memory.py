@@ -59,6 +59,10 @@ class TaskManagerMemoryConfig(BaseModel):
         3.0, ge=0, description="after the tasks failed, how long memory may stay over the budget before the TaskManager "
         "exits to be replaced",
     )
+    enforce_slot_heap: bool = Field(
+        True, description="also fail the tasks of a slot that hold more Python heap than the slot's task heap "
+        "(fine-grained resources; estimated by walking their operators' objects, see runtime.taskmanager.heap_size)",
+    )
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,7 @@ class MemoryWatchdog:
         self.read_rss_mb = read_rss_mb
         self.clock = clock
         self.release_memory = release_memory
+        self.slot_heaps: SlotHeapCheck | None = None  # per-slot task heap (set by start_watchdog)
         self.over_since: float | None = None  # start of the current episode
         self.last_rss_mb: float | None = None
         self.episodes = 0
@@ -248,6 +253,98 @@ class MemoryWatchdog:
         self._released = False
 
 
+class SlotHeapExceededError(TaskManagerMemoryExceededError):
+    """A task failed because its slot's tasks held more Python heap than the slot's task heap budget."""
+
+    default_message: ClassVar[str] = "a slot exceeded its task heap budget"
+
+
+@dataclass
+class SlotHeap:
+    """One allocated slot as the per-slot check sees it: its budget, its tasks and their operators."""
+
+    index: int
+    job_id: str | None
+    budget_mb: int  # the slot profile's task heap
+    tasks: list[RunningTask]
+    operators: list[tuple[str, str, object]]  # (task name, operator name, operator object)
+
+
+@dataclass
+class SlotOverBudget:
+    slot: SlotHeap
+    heap_mb: float
+    top_task: str
+    top_operator: str
+    top_operator_mb: float
+
+
+class SlotHeapCheck:
+    """Per-slot task heap enforcement (fine-grained resources): a slot's tasks that hold more than its
+    profile's task heap fail, and only they. What a slot holds is walked from its operators
+    (runtime.taskmanager.heap_size); a walk costs time in proportion to the objects held, so it runs
+    only when the process has grown past its baseline by more than the smallest slot budget (no slot
+    can be over before that) and no more often than keeps its cost under `max_cost_share`.
+    """
+
+    def __init__(
+        self, tm_id: str, baseline_mb: float, read_rss_mb: Callable[[], float | None] = read_rss_mb,
+        clock: Callable[[], float] = time.monotonic, min_interval_s: float = 0.5, max_cost_share: float = 0.05,
+        walker: Callable[[], object] | None = None,
+    ) -> None:
+        self.tm_id = tm_id
+        self.baseline_mb = baseline_mb
+        self.read_rss_mb = read_rss_mb
+        self.clock = clock
+        self.min_interval_s = min_interval_s
+        self.max_cost_share = max_cost_share
+        self._walker = walker
+        self._next_at = 0.0
+        self.walks = 0
+        self._failed: set[str] = set()  # attempts already failed
+
+    def due(self, slots: Sequence[SlotHeap]) -> bool:
+        busy = [s for s in slots if s.tasks]
+        if not busy or self.clock() < self._next_at:
+            return False
+        rss = self.read_rss_mb()
+        return rss is not None and rss - self.baseline_mb > min(s.budget_mb for s in busy)
+
+    def measure(self, slots: Sequence[SlotHeap]) -> list[SlotOverBudget]:
+        """Walk every busy slot (any thread); the slots over their budget."""
+        from runtime.taskmanager.heap_size import HeapWalker
+
+        t0 = self.clock()
+        over = []
+        for slot in slots:
+            if not slot.tasks:
+                continue
+            walker = self._walker() if self._walker is not None else HeapWalker()
+            per_op = [(task, name, walker.size_of(op) / (1 << 20)) for task, name, op in slot.operators]  # type: ignore[attr-defined]  # a HeapWalker
+            heap_mb = sum(mb for _, _, mb in per_op)
+            if heap_mb > slot.budget_mb:
+                task, name, mb = max(per_op, key=lambda x: x[2])
+                over.append(SlotOverBudget(slot, heap_mb, task, name, mb))
+        cost = self.clock() - t0
+        self.walks += 1
+        self._next_at = self.clock() + max(self.min_interval_s, cost / self.max_cost_share)
+        return over
+
+    def fail(self, over: SlotOverBudget) -> None:
+        slot = over.slot
+        error = SlotHeapExceededError.with_message(
+            f"slot {slot.index} of TaskManager {self.tm_id} (job {slot.job_id}) holds ~{over.heap_mb:.0f} MB of Python heap, over its "
+            f"task heap budget of {slot.budget_mb} MB; the most is in operator '{over.top_operator}' of task {over.top_task} "
+            f"(~{over.top_operator_mb:.0f} MB). Give the slot sharing group more task heap "
+            "(SlotSharingGroup.builder(...).set_task_heap_memory_mb), or keep less in memory (large or growing data belongs "
+            "in keyed state with the RocksDB backend, which counts as managed memory)"
+        )
+        for t in slot.tasks:
+            if t.attempt_id not in self._failed and t.fail_with(error):
+                self._failed.add(t.attempt_id)
+                log.warning("[TaskExecutor %s] memory: %s", self.tm_id, error.default_message)
+
+
 def start_watchdog(
     tm_id: str, profile: ResourceProfile, config: TaskManagerMemoryConfig, read_rss: Callable[[], float | None] = read_rss_mb
 ) -> MemoryWatchdog | None:
@@ -275,4 +372,7 @@ def start_watchdog(
             tm_id, rss, config.framework_overhead_mb,
         )
     log.info("[TaskExecutor %s] memory: budget %s, %.0f MB resident at start", tm_id, budget.describe(), rss)
-    return MemoryWatchdog(tm_id, budget, config, read_rss_mb=read_rss)
+    watchdog = MemoryWatchdog(tm_id, budget, config, read_rss_mb=read_rss)
+    if config.enforce_slot_heap:
+        watchdog.slot_heaps = SlotHeapCheck(tm_id, rss, read_rss)
+    return watchdog

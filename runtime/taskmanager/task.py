@@ -729,6 +729,13 @@ class Task:
             self._write_and_acknowledge, barrier.checkpoint_id, snapshots, state_dir, sync_ms, alignment_ms, child, start_delay_ms, shared
         )
 
+    def operator_objects(self) -> list[tuple[str, object]]:
+        """(name, operator) of each operator of the running chain; what the per-slot heap check walks from."""
+        chain = self._chain
+        if chain is None:
+            return []
+        return [(spec.name, chain.operator(spec.node_id)) for spec in self.tdd.operators]
+
     @property
     def _fork_next_snapshot(self) -> bool:
         """state.snapshot.async-mode: fork, thread, or auto (the default where fork exists: fork

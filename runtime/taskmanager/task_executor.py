@@ -20,7 +20,7 @@ from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskDeploymentDescriptor
 from runtime.rpc.ordered_sender import OrderedSender
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method, sync
-from runtime.taskmanager.memory import MemoryWatchdog, RunningTask
+from runtime.taskmanager.memory import MemoryWatchdog, RunningTask, SlotHeap
 from runtime.taskmanager.task import Task
 from runtime.taskmanager.task_slot_table import TaskSlotTable
 
@@ -49,9 +49,9 @@ class TaskExecutor(RpcEndpoint):
         self.tm_id = tm_id
         self.jm_peer_id = jm_peer_id
         self.network = network
-        self.slot_table = TaskSlotTable(num_slots, tm_id)
         self.resource_profile = resource_profile or m.ResourceProfile()  # the TaskManager's total
-        self.slot_profile = self.resource_profile.divide(num_slots)  # each slot's equal share
+        self.slot_table = TaskSlotTable(num_slots, tm_id, self.resource_profile)
+        self.slot_profile = self.slot_table.default_profile  # a default slot: the total's equal share
         self.spark_executor_id = spark_executor_id
         self.registration_timeout_s = registration_timeout_s
         self.tasks: dict[str, Task] = {}
@@ -89,7 +89,7 @@ class TaskExecutor(RpcEndpoint):
         msg = m.RegisterTaskExecutor(
             tm_id=self.tm_id,
             data_address=self.network.address,
-            num_slots=len(self.slot_table.slots),
+            num_slots=self.slot_table.num_slots,
             resource_profile=self.resource_profile,
             pid=os.getpid(),
             hostname=socket.gethostname(),
@@ -128,6 +128,28 @@ class TaskExecutor(RpcEndpoint):
             if cause is not None:
                 self.fatal = True  # only the process's end gives the memory back (also in a reused Spark worker)
                 self.terminate(cause)
+            check = watchdog.slot_heaps
+            if check is not None and not watchdog.over_budget:
+                slots = self._slot_heaps()
+                if check.due(slots):
+                    # the walk holds the GIL in steps: off the event loop, so RPCs and heartbeats go on
+                    for over in await asyncio.to_thread(check.measure, slots):
+                        check.fail(over)
+
+    def _slot_heaps(self) -> list[SlotHeap]:
+        """The slots of groups that declared resources, their task heap budgets and what runs in them
+        (for the per-slot check; a default slot's share was never asked for: the TaskManager's total holds)."""
+        out = []
+        for slot in self.slot_table.slots:
+            tasks = [self.tasks[a] for a in slot.tasks if a in self.tasks] if slot.declared else []
+            if not tasks:
+                continue
+            out.append(SlotHeap(
+                slot.index, slot.job_id, slot.profile.task_heap_mb,
+                [RunningTask(t.attempt_id, t.tdd.task_name_with_subtask, t.fail_with) for t in tasks],
+                [(t.tdd.task_name_with_subtask, name, op) for t in tasks for name, op in t.operator_objects()],
+            ))
+        return out
 
     async def on_stop(self) -> None:
         self._unsubscribe()
@@ -192,18 +214,20 @@ class TaskExecutor(RpcEndpoint):
                 f"TaskManager {self.tm_id} is over its memory budget ({self.memory_watchdog.last_rss_mb:.0f} MB of "
                 f"{self.memory_watchdog.budget.total_mb} MB): it offers no slot until its memory is back under it"
             )
-        slot = self.slot_table.allocate(msg.allocation_id, msg.job_id)
-        self._log("slot %d allocated to job %s (allocation %s)", slot.index, msg.job_id, msg.allocation_id)
-        self.spawn(self._offer_slot(msg, slot.index))
+        slot = self.slot_table.allocate(msg.allocation_id, msg.job_id, msg.resource_profile, msg.declared)
+        self._log(
+            "slot %d (%s) allocated to job %s (allocation %s)", slot.index, slot.profile.describe(), msg.job_id, msg.allocation_id,
+        )
+        self.spawn(self._offer_slot(msg, slot.index, slot.profile))
         return m.Ack()
 
-    async def _offer_slot(self, msg: m.RequestSlot, slot_index: int) -> None:
+    async def _offer_slot(self, msg: m.RequestSlot, slot_index: int, profile: m.ResourceProfile) -> None:
         jm = self.rpc.gateway(gw.JobMasterGateway, msg.job_master_endpoint, peer_id=self.jm_peer_id, token=msg.job_master_token)
         offer = m.OfferSlots(
             tm_id=self.tm_id,
             data_address=self.network.address,
             job_id=msg.job_id,
-            offers=[m.SlotOffer(allocation_id=msg.allocation_id, slot_index=slot_index, resource_profile=self.slot_profile)],
+            offers=[m.SlotOffer(allocation_id=msg.allocation_id, slot_index=slot_index, resource_profile=profile)],
         )
         try:
             accepted: m.AcceptedSlots = await jm.offer_slots(offer, timeout=10)

@@ -617,14 +617,20 @@ def _slot_sharing(group: Any) -> tuple[str, Any]:
 
 
 class SlotSharingGroup:
-    """PyFlink's SlotSharingGroup with fine-grained resources (builder API)."""
+    """PyFlink's SlotSharingGroup with fine-grained resources: `SlotSharingGroup.builder("heavy")
+    .set_cpu_cores(1.0).set_task_heap_memory_mb(512).set_managed_memory_mb(256).build()`. The
+    group's tasks run in a slot of exactly these resources (dynamic slots); a group without them
+    gets a default slot. A memory size is MB (an int) or a size with its unit ("512 mb", "1 gb")."""
 
     def __init__(self, name: str, cpu_cores: float | None = None, task_heap_memory_mb: int | None = None,
-                 managed_memory_mb: int | None = None) -> None:
+                 managed_memory_mb: int | None = None, task_off_heap_memory_mb: int | None = None) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidProgramError(f"SlotSharingGroup: the name must be a non-empty string, got {name!r}")
         self._name = name
         self.cpu_cores = cpu_cores
         self.task_heap_memory_mb = task_heap_memory_mb
         self.managed_memory_mb = managed_memory_mb
+        self.task_off_heap_memory_mb = task_off_heap_memory_mb
 
     def get_name(self) -> str:
         return self._name
@@ -635,37 +641,112 @@ class SlotSharingGroup:
     def get_task_heap_memory(self) -> int | None:
         return self.task_heap_memory_mb
 
+    def get_task_off_heap_memory(self) -> int | None:
+        return self.task_off_heap_memory_mb
+
     def get_managed_memory(self) -> int | None:
         return self.managed_memory_mb
 
     def to_resources(self) -> Any:
-
-        if self.cpu_cores is None and self.task_heap_memory_mb is None and self.managed_memory_mb is None:
+        if all(v is None for v in (self.cpu_cores, self.task_heap_memory_mb, self.managed_memory_mb, self.task_off_heap_memory_mb)):
             return None
-        return ResourceSpec(cpu_cores=self.cpu_cores, task_heap_mb=self.task_heap_memory_mb, managed_memory_mb=self.managed_memory_mb)
+        return ResourceSpec(
+            cpu_cores=self.cpu_cores, task_heap_mb=self.task_heap_memory_mb, managed_memory_mb=self.managed_memory_mb,
+            task_off_heap_mb=self.task_off_heap_memory_mb,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SlotSharingGroup) and (self._name, self.to_resources()) == (other._name, other.to_resources())
+
+    def __hash__(self) -> int:
+        return hash(self._name)
+
+    def __repr__(self) -> str:
+        spec = self.to_resources()
+        return f"SlotSharingGroup({self._name!r}{', ' + str(spec) if spec is not None else ''})"
 
     @staticmethod
     def builder(name: str) -> SlotSharingGroup.Builder:
         return SlotSharingGroup.Builder(name)
 
     class Builder:
+        """Each setter checks its value; `build()` refuses a group with no CPU and no memory at all
+        (zero everywhere: it would never need a slot)."""
+
         def __init__(self, name: str) -> None:
             self._g = SlotSharingGroup(name)
 
+        def _what(self, setter: str) -> str:
+            return f"SlotSharingGroup '{self._g.get_name()}': {setter}"
+
         def set_cpu_cores(self, cpu_cores: float) -> SlotSharingGroup.Builder:
-            self._g.cpu_cores = cpu_cores
+            if isinstance(cpu_cores, bool) or not isinstance(cpu_cores, (int, float)) or not cpu_cores > 0 or cpu_cores != cpu_cores:
+                raise InvalidProgramError(f"{self._what('set_cpu_cores')}({cpu_cores!r}): the CPU cores must be a number above 0")
+            self._g.cpu_cores = float(cpu_cores)
             return self
 
-        def set_task_heap_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
-            self._g.task_heap_memory_mb = mb
+        def _mb(self, setter: str, value: Any, allow_zero: bool) -> int:
+            mb = _memory_mb(value, self._what(setter))
+            if mb < 0 or (mb == 0 and not allow_zero):
+                raise InvalidProgramError(f"{self._what(setter)}({value!r}): the size must be {'0 or more' if allow_zero else 'above 0'}")
+            return mb
+
+        def set_task_heap_memory_mb(self, mb: int | str) -> SlotSharingGroup.Builder:
+            self._g.task_heap_memory_mb = self._mb("set_task_heap_memory_mb", mb, allow_zero=False)
             return self
 
-        def set_managed_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
-            self._g.managed_memory_mb = mb
+        def set_task_heap_memory(self, size: int | str) -> SlotSharingGroup.Builder:
+            return self.set_task_heap_memory_mb(size)
+
+        def set_task_off_heap_memory_mb(self, mb: int | str) -> SlotSharingGroup.Builder:
+            self._g.task_off_heap_memory_mb = self._mb("set_task_off_heap_memory_mb", mb, allow_zero=True)
             return self
+
+        def set_task_off_heap_memory(self, size: int | str) -> SlotSharingGroup.Builder:
+            return self.set_task_off_heap_memory_mb(size)
+
+        def set_managed_memory_mb(self, mb: int | str) -> SlotSharingGroup.Builder:
+            self._g.managed_memory_mb = self._mb("set_managed_memory_mb", mb, allow_zero=True)
+            return self
+
+        def set_managed_memory(self, size: int | str) -> SlotSharingGroup.Builder:
+            return self.set_managed_memory_mb(size)
 
         def build(self) -> SlotSharingGroup:
-            return self._g
+            g = self._g
+            if g.cpu_cores is None or g.task_heap_memory_mb is None:
+                raise InvalidProgramError(
+                    f"SlotSharingGroup '{g.get_name()}': build() needs set_cpu_cores(...) and set_task_heap_memory_mb(...) "
+                    "(managed and off-heap memory are optional); a group without resources is just its name: "
+                    f".slot_sharing_group('{g.get_name()}')"
+                )
+            return SlotSharingGroup(g.get_name(), g.cpu_cores, g.task_heap_memory_mb, g.managed_memory_mb, g.task_off_heap_memory_mb)
+
+
+_MEMORY_UNITS_MB = {"": 1, "b": 1 / (1 << 20), "k": 1 / 1024, "kb": 1 / 1024, "m": 1, "mb": 1, "g": 1024, "gb": 1024, "t": 1 << 20, "tb": 1 << 20}
+
+
+def _memory_mb(value: Any, what: str) -> int:
+    """MB from an int (MB) or a size with a unit ('512 mb', '1.5 gb', '64 kb'); InvalidProgramError otherwise."""
+    if isinstance(value, bool):
+        raise InvalidProgramError(f"{what}({value!r}): a memory size is a number of MB or a size with a unit such as '512 mb'")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    import re
+
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value) if isinstance(value, str) else None
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _MEMORY_UNITS_MB:
+        raise InvalidProgramError(
+            f"{what}({value!r}): not a memory size; use a number of MB or a size with one of the units "
+            "b, kb, mb, gb, tb (e.g. '512 mb', '1 gb')"
+        )
+    mb = float(m.group(1)) * _MEMORY_UNITS_MB[unit]
+    if mb > 0 and mb < 1:
+        raise InvalidProgramError(f"{what}({value!r}): below 1 MB, the smallest unit a slot is sized in")
+    return int(mb)
 
 
 class DataStreamSink:

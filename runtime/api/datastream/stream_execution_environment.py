@@ -64,6 +64,7 @@ class StreamExecutionEnvironment:
         self._max_parallelism = self._config.get(execution_options.MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM
         self._runtime_mode = self._config.get(execution_options.RUNTIME_MODE)
         self._transformations: list[Transformation] = []
+        self._slot_sharing_groups: dict[str, Any] = {}  # register_slot_sharing_group: name -> SlotSharingGroup
         self._execution_config = ExecutionConfig(self)
         self._checkpoint_config = CheckpointConfig(self._config)  # a view over self._config
 
@@ -329,9 +330,32 @@ class StreamExecutionEnvironment:
             self._runtime_mode.value,
             config,
         )
+        self._apply_registered_slot_sharing_groups(sg)
         if clear_transformations:
             self._transformations.clear()  # like Flink: a second execute() runs only new sinks
         return sg
+
+    def register_slot_sharing_group(self, slot_sharing_group: Any) -> StreamExecutionEnvironment:
+        """PyFlink: the resources of a group that operators join by its name (`.slot_sharing_group("name")`)."""
+        from runtime.api.datastream.data_stream import SlotSharingGroup
+
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise InvalidProgramError(f"register_slot_sharing_group(): expected a SlotSharingGroup, got {type(slot_sharing_group).__name__}")
+        self._slot_sharing_groups[slot_sharing_group.get_name()] = slot_sharing_group
+        return self
+
+    def _apply_registered_slot_sharing_groups(self, sg: Any) -> None:
+        for name, group in self._slot_sharing_groups.items():
+            spec = group.to_resources()
+            for n in sg.nodes.values():
+                if n.slot_sharing_group != name:
+                    continue
+                if n.resources is not None and n.resources != spec:
+                    raise InvalidProgramError(
+                        f"slot sharing group '{name}' is registered with {spec} but operator '{n.name}' joins it with "
+                        f"{n.resources}: give the group its resources in one place"
+                    )
+                n.resources = spec
 
     def get_job_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> Any:
         from runtime.graph.job_graph_builder import build_job_graph

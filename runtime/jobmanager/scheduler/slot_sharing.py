@@ -32,28 +32,14 @@ def spec_to_profile(spec: ResourceSpec | None) -> ResourceProfile | None:
     if spec is None or all(getattr(spec, f) is None for f in ResourceSpec.model_fields):
         return None
     return ResourceProfile(
-        cpu_cores=spec.cpu_cores or 0.0, task_heap_mb=spec.task_heap_mb or 0, managed_memory_mb=spec.managed_memory_mb or 0
+        cpu_cores=spec.cpu_cores or 0.0, task_heap_mb=spec.task_heap_mb or 0, managed_memory_mb=spec.managed_memory_mb or 0,
+        task_off_heap_mb=spec.task_off_heap_mb or 0,
     )
 
 
 def group_resource_profiles(job_graph: JobGraph) -> dict[str, ResourceProfile | None]:
     """Per slot sharing group: its declared resources, else the sum over its vertices', else UNKNOWN (None)."""
-    out: dict[str, ResourceProfile | None] = {}
-    for v in job_graph.vertices:
-        g = v.slot_sharing_group
-        if g in out:
-            continue
-        declared = job_graph.slot_sharing_group_resources.get(g)
-        if declared is not None:
-            out[g] = spec_to_profile(declared)
-            continue
-        total: ResourceProfile | None = None
-        for member in job_graph.vertices:
-            p = spec_to_profile(member.resources) if member.slot_sharing_group == g else None
-            if p is not None:
-                total = p if total is None else total.merge(p)
-        out[g] = total
-    return out
+    return {g: spec_to_profile(spec) for g, spec in job_graph.group_resources().items()}
 
 
 def job_resource_requirements(job_graph: JobGraph) -> list[ResourceRequirement]:
@@ -70,7 +56,7 @@ def _best_fit(slots: list[PhysicalSlot], profile: ResourceProfile | None) -> Phy
     fitting = [s for s in slots if s.can_serve(profile)]
     if not fitting:
         return None
-    return min(fitting, key=lambda s: s.resource_profile.sort_key() if s.resource_profile is not None else (0.0, 0, 0))
+    return min(fitting, key=lambda s: s.resource_profile.sort_key() if s.resource_profile is not None else (0.0, 0, 0, 0))
 
 
 def assign_slots(eg: ExecutionGraph, slots: list[PhysicalSlot]) -> dict[ExecutionVertexID, PhysicalSlot]:

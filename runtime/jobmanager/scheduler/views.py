@@ -14,6 +14,7 @@ import cloudpickle
 
 from runtime.core.states import ExecutionState, JobStatus, aggregate_vertex_state
 from runtime.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex
+from runtime.jobmanager.scheduler.slot_sharing import group_resource_profiles
 from runtime.jobmanager.slot_pool import PhysicalSlot
 from runtime.rpc import messages as m
 
@@ -49,6 +50,7 @@ class VertexView:
     max_parallelism: int
     slot_sharing_group: str
     subtasks: tuple[SubtaskView, ...]
+    slot_profile: m.ResourceProfile | None = None  # its group's requirement (None: UNKNOWN, a default slot)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ def take_snapshot(
 ) -> JobSnapshot:
     """Copy what the views need out of the live ExecutionGraph (on the scheduler's main thread)."""
     busy = busy or {}
+    profiles = group_resource_profiles(eg.job_graph)
     vertices = []
     for ejv in eg.job_vertices:
         subtasks = []
@@ -133,6 +136,7 @@ def take_snapshot(
         vertices.append(VertexView(
             vertex_id=ejv.id, name=ejv.name, parallelism=ejv.parallelism, max_parallelism=ejv.max_parallelism,
             slot_sharing_group=ejv.job_vertex.slot_sharing_group, subtasks=tuple(subtasks),
+            slot_profile=profiles.get(ejv.job_vertex.slot_sharing_group),
         ))
     committed = is_committed or (lambda _p: False)
     regions = []
@@ -169,7 +173,7 @@ def job_details(snap: JobSnapshot) -> m.JobDetailsMessage:
             subtasks.append(details)
         vertices.append(m.VertexDetails(
             vertex_id=v.vertex_id, name=v.name, parallelism=v.parallelism, max_parallelism=v.max_parallelism,
-            slot_sharing_group=v.slot_sharing_group, subtasks=subtasks,
+            slot_sharing_group=v.slot_sharing_group, subtasks=subtasks, slot_profile=v.slot_profile,
         ))
     return m.JobDetailsMessage(
         job_id=snap.job_id, job_name=snap.job_name, status=snap.status,

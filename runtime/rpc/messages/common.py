@@ -77,15 +77,30 @@ _CPU_EPSILON = 1e-9  # CPU shares are floats: 0.1 + 0.2 must fit into 0.3
 
 
 class ResourceProfile(Message):
-    """Resources of a TaskManager (its total) or of one slot (the total divided by the slot count).
+    """Resources of a TaskManager (its total) or of one slot (Flink: ResourceProfile).
 
-    Flink: ResourceProfile. A requirement with no profile is Flink's UNKNOWN profile: any slot
-    matches it (see `ResourceRequirement.profile`).
+    A requirement with no profile is Flink's UNKNOWN profile: served by a default slot (see
+    `ResourceRequirement.profile`). Memory in MB: task heap (what the slot's tasks may hold, checked
+    by the TaskManager's memory watchdog), task off-heap (native buffers outside Python's heap, e.g.
+    pyarrow's), managed (state backends: RocksDB).
     """
 
     cpu_cores: float = Field(1.0, ge=0)
     task_heap_mb: int = Field(512, ge=0)
     managed_memory_mb: int = Field(128, ge=0)
+    task_off_heap_mb: int = Field(0, ge=0)
+
+    @staticmethod
+    def zero() -> ResourceProfile:
+        return ResourceProfile(cpu_cores=0, task_heap_mb=0, managed_memory_mb=0, task_off_heap_mb=0)
+
+    def _dims(self) -> tuple[float, int, int, int]:
+        return (self.cpu_cores, self.task_heap_mb, self.managed_memory_mb, self.task_off_heap_mb)
+
+    @staticmethod
+    def _of(dims: tuple[float, float, float, float]) -> ResourceProfile:
+        cpu, heap, managed, off_heap = dims
+        return ResourceProfile(cpu_cores=cpu, task_heap_mb=int(heap), managed_memory_mb=int(managed), task_off_heap_mb=int(off_heap))
 
     def fits_in(self, other: ResourceProfile) -> bool:
         """True when `other` has at least this much of every resource (a slot `other` can serve this)."""
@@ -93,42 +108,45 @@ class ResourceProfile(Message):
             self.cpu_cores <= other.cpu_cores + _CPU_EPSILON
             and self.task_heap_mb <= other.task_heap_mb
             and self.managed_memory_mb <= other.managed_memory_mb
+            and self.task_off_heap_mb <= other.task_off_heap_mb
         )
 
     def divide(self, n: int) -> ResourceProfile:
         """One of `n` equal slots of a TaskManager with this total (memory rounds down, as Flink's)."""
         if n < 1:
             raise ValueError(f"cannot divide a resource profile into {n} slots")
-        return ResourceProfile(cpu_cores=self.cpu_cores / n, task_heap_mb=self.task_heap_mb // n, managed_memory_mb=self.managed_memory_mb // n)
+        return ResourceProfile(
+            cpu_cores=self.cpu_cores / n, task_heap_mb=self.task_heap_mb // n, managed_memory_mb=self.managed_memory_mb // n,
+            task_off_heap_mb=self.task_off_heap_mb // n,
+        )
 
     def multiply(self, n: int) -> ResourceProfile:
-        return ResourceProfile(cpu_cores=self.cpu_cores * n, task_heap_mb=self.task_heap_mb * n, managed_memory_mb=self.managed_memory_mb * n)
+        return self._of(tuple(x * n for x in self._dims()))  # type: ignore[arg-type]  # four numbers
 
     def merge(self, other: ResourceProfile) -> ResourceProfile:
         """The sum of both (Flink: ResourceProfile.merge)."""
-        return ResourceProfile(
-            cpu_cores=self.cpu_cores + other.cpu_cores,
-            task_heap_mb=self.task_heap_mb + other.task_heap_mb,
-            managed_memory_mb=self.managed_memory_mb + other.managed_memory_mb,
-        )
+        return self._of(tuple(a + b for a, b in zip(self._dims(), other._dims())))  # type: ignore[arg-type]  # four numbers
+
+    def subtract(self, other: ResourceProfile) -> ResourceProfile:
+        """What is left of this after `other` (never below zero; CPU shares are floats)."""
+        left = tuple(max(0, a - b) for a, b in zip(self._dims(), other._dims()))
+        return self._of((left[0] if left[0] > _CPU_EPSILON else 0.0, *left[1:]))  # type: ignore[arg-type]  # four numbers
+
+    def count_of(self, unit: ResourceProfile) -> int:
+        """How many slots of `unit` fit into this (Flink: ResourceProfile.getMaxNumberOfSlots... of a default slot)."""
+        counts = [int((a + (_CPU_EPSILON if i == 0 else 0)) // b) for i, (a, b) in enumerate(zip(self._dims(), unit._dims())) if b > 0]
+        return min(counts) if counts else 1 << 30
 
     def max_with(self, other: ResourceProfile) -> ResourceProfile:
-        return ResourceProfile(
-            cpu_cores=max(self.cpu_cores, other.cpu_cores),
-            task_heap_mb=max(self.task_heap_mb, other.task_heap_mb),
-            managed_memory_mb=max(self.managed_memory_mb, other.managed_memory_mb),
-        )
+        return self._of(tuple(max(a, b) for a, b in zip(self._dims(), other._dims())))  # type: ignore[arg-type]  # four numbers
 
     def min_with(self, other: ResourceProfile) -> ResourceProfile:
-        return ResourceProfile(
-            cpu_cores=min(self.cpu_cores, other.cpu_cores),
-            task_heap_mb=min(self.task_heap_mb, other.task_heap_mb),
-            managed_memory_mb=min(self.managed_memory_mb, other.managed_memory_mb),
-        )
+        return self._of(tuple(min(a, b) for a, b in zip(self._dims(), other._dims())))  # type: ignore[arg-type]  # four numbers
 
-    def sort_key(self) -> tuple[float, int, int]:
+    def sort_key(self) -> tuple[float, int, int, int]:
         """Smallest first: best-fit matching hands out the smallest slot that fits."""
-        return (self.cpu_cores, self.task_heap_mb, self.managed_memory_mb)
+        return (self.cpu_cores, self.task_heap_mb, self.managed_memory_mb, self.task_off_heap_mb)
 
     def describe(self) -> str:
-        return f"{self.cpu_cores:g} CPU, {self.task_heap_mb} MB task heap, {self.managed_memory_mb} MB managed memory"
+        off_heap = f", {self.task_off_heap_mb} MB task off-heap" if self.task_off_heap_mb else ""
+        return f"{self.cpu_cores:g} CPU, {self.task_heap_mb} MB task heap{off_heap}, {self.managed_memory_mb} MB managed memory"

@@ -121,6 +121,7 @@ class VertexDetails(Message):
     max_parallelism: int
     slot_sharing_group: str = "default"
     subtasks: list[SubtaskDetails] = Field(default_factory=list)
+    slot_profile: ResourceProfile | None = None  # its slot sharing group's requirement; None: UNKNOWN (a default slot)
 
 
 class RegionDetails(Message):

@@ -34,6 +34,7 @@ class SlotStatus(Message):
     state: SlotState
     allocation_id: str | None = None
     job_id: str | None = None
+    resource_profile: ResourceProfile | None = None  # the slot's resources (None: a default slot)
 
 
 class SlotReport(Message):
@@ -140,6 +141,12 @@ class TaskManagerInfo(Message):
     heartbeat_age_ms: int
     spark_executor_id: str | None = None
     resource_profile: ResourceProfile = Field(default_factory=ResourceProfile)
+    # Flink's /taskmanagers/{id}: totalResource, freeResource, allocatedSlots
+    free_resources: ResourceProfile | None = None
+    allocated_resources: ResourceProfile | None = None
+    default_slot: ResourceProfile | None = None
+    dynamic_slots: bool = False
+    slots: list[SlotStatus] = Field(default_factory=list)
 
 
 class TaskManagerList(Message):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from runtime.core.states import ExecutionState
-from runtime.rpc.messages.common import Message
+from runtime.rpc.messages.common import Message, ResourceProfile
 from runtime.rpc.messages.resource_manager import SlotReport
 
 
@@ -29,6 +29,9 @@ class RequestSlot(Message):
     job_master_endpoint: str
     resource_manager_id: str
     job_master_token: str | None = None  # the JobMaster's fencing token: the slot offer carries it
+    # dynamic slots: the slot to cut from the TaskManager's free resources; None: a default slot
+    resource_profile: ResourceProfile | None = None
+    declared: bool = False  # the profile is a slot sharing group's declared resources: its task heap is enforced
 
 
 class FreeSlot(Message):

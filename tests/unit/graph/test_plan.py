@@ -24,6 +24,7 @@ def test_format_plan() -> None:
     ids = [op.operator_id for v in jg.topological_vertices() for op in v.operators]
     assert format_plan(jg) == (
         "Job 'windowed_sum' (STREAMING), 2 slots needed\n"
+        "  slot sharing group 'default': 2 default slots (no resources declared)\n"
         "  [1] Source: events -> Map -> Timestamps/Watermarks   parallelism 2, slot sharing group 'default'\n"
         f"      operator 'Source: events': id {ids[0]} (generated)\n"
         f"      operator 'Map': id {ids[1]} (generated)\n"
@@ -62,3 +63,23 @@ def test_plan_summary() -> None:
     (inp,) = second["inputs"]
     assert inp["partitioner"] == "hash" and inp["source_vertex"] == 1
     assert inp["source_vertex_name"] == "Source: events -> Map -> Timestamps/Watermarks"
+
+
+def test_the_plan_prints_each_groups_requirement_and_its_slots() -> None:
+    from runtime.api.datastream import SlotSharingGroup, StreamExecutionEnvironment
+    from runtime.graph.plan import plan_summary
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(3)
+    heavy = SlotSharingGroup.builder("heavy").set_cpu_cores(2.0).set_task_heap_memory("1 gb").set_managed_memory_mb(256).build()
+    env.from_collection([1, 2]).set_parallelism(1).map(lambda x: x).slot_sharing_group(heavy).print()
+    jg = env.get_job_graph("grouped")
+    text = format_plan(jg)
+    assert text.splitlines()[:3] == [
+        "Job 'grouped' (STREAMING), 4 slots needed",
+        "  slot sharing group 'default': 1 default slot (no resources declared)",
+        "  slot sharing group 'heavy': 3 slots of 2 CPU, 1024 MB task heap, 256 MB managed memory",
+    ]
+    assert plan_summary(jg)["slot_sharing_groups"][1] == {
+        "name": "heavy", "slots": 3, "resources": {"cpu_cores": 2.0, "task_heap_mb": 1024, "managed_memory_mb": 256, "task_off_heap_mb": None},
+    }

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.core.states import ExecutionState, JobStatus
+from runtime.core.states import ExecutionState, JobStatus, SlotState
 from runtime.rest import models as rm
 from runtime.rpc import messages as m
 from tests.unit.rest._fault_tolerance import ECHO, LOST, POISON, failed_job_details
@@ -118,8 +118,26 @@ def test_task_manager_details_free_resources_are_the_free_slots_share() -> None:
     )
     d = rm.task_manager_details(info).model_dump(mode="json")
     assert (d["id"], d["slotsNumber"], d["freeSlots"], d["timeSinceLastHeartbeat"], d["pid"]) == ("tm-1", 4, 1, 300, 42)
-    assert d["totalResource"] == {"cpuCores": 4.0, "taskHeapMemory": 2048, "managedMemory": 512}
-    assert d["freeResource"] == {"cpuCores": 1.0, "taskHeapMemory": 512, "managedMemory": 128}
+    assert d["totalResource"] == {"cpuCores": 4.0, "taskHeapMemory": 2048, "taskOffHeapMemory": 0, "managedMemory": 512}
+    assert d["freeResource"] == {"cpuCores": 1.0, "taskHeapMemory": 512, "taskOffHeapMemory": 0, "managedMemory": 128}
+
+
+def test_task_manager_details_with_dynamic_slots_show_the_slots_and_the_free_remainder() -> None:
+    heavy = m.ResourceProfile(cpu_cores=2, task_heap_mb=1024, managed_memory_mb=256)
+    info = m.TaskManagerInfo(
+        tm_id="tm-1", host="h", pid=42, data_port=5000, slots_total=3, slots_free=1, heartbeat_age_ms=300,
+        resource_profile=m.ResourceProfile(cpu_cores=4, task_heap_mb=2048, managed_memory_mb=512),
+        free_resources=m.ResourceProfile(cpu_cores=1.5, task_heap_mb=768, managed_memory_mb=192),
+        allocated_resources=m.ResourceProfile(cpu_cores=2.5, task_heap_mb=1280, managed_memory_mb=320),
+        default_slot=m.ResourceProfile(), dynamic_slots=True,
+        slots=[m.SlotStatus(slot_index=0, state=SlotState.ACTIVE, allocation_id="x", job_id="j", resource_profile=heavy)],
+    )
+    d = rm.task_manager_details(info).model_dump(mode="json")
+    assert d["freeResource"]["cpuCores"] == 1.5 and d["allocatedResource"]["taskHeapMemory"] == 1280 and d["dynamicSlots"]
+    assert d["allocatedSlots"] == [{
+        "index": 0, "jobId": "j", "allocationId": "x", "state": "ACTIVE",
+        "resource": {"cpuCores": 2.0, "taskHeapMemory": 1024, "taskOffHeapMemory": 0, "managedMemory": 256},
+    }]
 
 
 def test_models_parse_their_own_json_by_alias() -> None:

@@ -108,5 +108,5 @@ def test_task_slot_table_lifecycle() -> None:
     assert s.state is SlotState.FREE and s.allocation_id is None
     t.allocate("b", "j")
     t.allocate("c", "j")
-    with pytest.raises(MillraceError, match="no free slot"):
+    with pytest.raises(MillraceError, match="cannot give allocation d of job j a slot of 1 CPU, 512 MB task heap"):
         t.allocate("d", "j")
