@@ -21,6 +21,16 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[test]"
   echo "$want" > "$stamp"
 fi
+# Debian's chromium and its driver for the dashboard's browser test (tests/integration/rest/test_dashboard.py)
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium and chromium-driver (apt) for the dashboard's browser test ..."
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "warning: chromium and chromedriver are missing and cannot be installed here (not root, or no apt-get):" \
+         "the dashboard's browser test will fail" >&2
+  fi
+fi
 # the Delta jars once, now (Maven Central), so that no Spark session runs Ivy and prints its resolution
 .venv/bin/python -m runtime.deploy.spark_jars
 # the ZooKeeper jars once (Maven Central), for the high-availability tests and infra/zookeeper.sh

@@ -15,6 +15,7 @@ the step ends. A job that fails raises `dagster.Failure` carrying the Millrace j
 failing task's cause as metadata (read by the run-failure sensor).
 """
 import abc
+import base64
 import logging
 import queue
 import time
@@ -30,6 +31,7 @@ from runtime.core.errors import ConfigurationError, JobExecutionError, MillraceE
 from runtime.core.states import JobStatus
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.plan import format_plan, plan_summary
+from runtime.graph.plan_render import to_svg
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class MillraceRun(BaseModel):
     parallelism: int = Field(description="highest vertex parallelism")
     slots: int = Field(description="task slots the job needs")
     plan: str = Field(description="the execution plan, one line per chain and input")
+    plan_svg: str = Field("", description="a picture of the JobGraph (runtime.graph.plan_render), SVG")
     vertices: list[VertexRecords] = Field(default_factory=list)
     accumulators: dict[str, Any] = Field(default_factory=dict, description="JSON-friendly accumulator results")
 
@@ -76,6 +79,8 @@ class MillraceRun(BaseModel):
             "parallelism": self.parallelism,
             "slots": self.slots,
             "plan": MetadataValue.md(f"```\n{self.plan}\n```"),
+            # the Dagster UI renders markdown images: the picture travels inline, no file to serve
+            "plan_picture": MetadataValue.md(f"![plan of {self.job_name}](data:image/svg+xml;base64,{base64.b64encode(self.plan_svg.encode()).decode()})"),
             "vertices": MetadataValue.json([v.model_dump() for v in self.vertices]),
         }
 
@@ -153,6 +158,7 @@ def summarize_run(job_graph: JobGraph, result: Any) -> MillraceRun:
         parallelism=max((v["parallelism"] for v in vertices), default=0),
         slots=int(plan["slots_required"]),
         plan=format_plan(job_graph),
+        plan_svg=to_svg(job_graph),
         vertices=records,
         accumulators={k: v for k, v in acc.items() if _json_friendly(v)},
     )

@@ -126,7 +126,9 @@ def cmd_plan(args: argparse.Namespace, job_args: list[str]) -> int:
         with use_executor(_PlanExecutor(), config=config):
             run_program(args.job, job_args)
     except _PlanCaptured as captured:
-        print(format_plan(captured.job_graph))
+        from runtime.graph.plan_render import render
+
+        print(render(captured.job_graph, args.format))
         return 0
     print("the program did not call execute(): no job to plan", file=sys.stderr)
     return 1
@@ -670,6 +672,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_shape(run)
     plan = sub.add_parser("plan", help="print the JobGraph of a program without running it")
     plan.add_argument("job")
+    plan.add_argument(
+        "--format", choices=["text", "dot", "svg", "html"], default="text",
+        help="text (default), Graphviz dot, an SVG picture, or an HTML page with both picture and text",
+    )
     plan.add_argument("--parallelism", "-p", type=_int_at_least(1), default=None)
     plan.add_argument("--runtime-mode", choices=["streaming", "batch", "automatic"], type=str.lower, default=None)
     lst = sub.add_parser("list", help="list the jobs of a cluster")

@@ -530,6 +530,17 @@ class Dispatcher(RpcEndpoint):
         )
 
     @rpc_method
+    async def request_job_plan(self, msg: m.JobIdMessage) -> m.JobPlanMessage:
+        """The submitted JobGraph's plan and picture (the dashboard's DAG)."""
+        import json
+
+        from runtime.graph.plan import plan_summary
+        from runtime.graph.plan_render import to_svg
+
+        graph = self._entry(msg.job_id).job_graph
+        return m.JobPlanMessage(job_id=msg.job_id, summary_json=json.dumps(plan_summary(graph)), svg=to_svg(graph, live=True))
+
+    @rpc_method
     async def request_cluster_overview(self, msg: m.Empty | None = None) -> m.ClusterOverviewMessage:
         counts = {JobStatus.FINISHED: 0, JobStatus.CANCELED: 0, JobStatus.FAILED: 0}
         running = 0

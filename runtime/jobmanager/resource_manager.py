@@ -129,6 +129,8 @@ class ResourceManager(RpcEndpoint):
         # what each TaskManager printed: its newest STDOUT_TAIL_CHARS (REST), and a settable listener
         # (an embedded run writes it to the client's stdout)
         self.stdout_tails: dict[str, tuple[str, bool]] = {}
+        self.log_tails: dict[str, tuple[str, bool]] = {}  # the same for their log records (REST /taskmanagers/{id}/log)
+        self.memory: dict[str, tuple[float | None, int | None]] = {}  # tm id -> (RSS MB, budget MB) at its last heartbeat
         self.on_task_manager_stdout: Callable[[str, str], None] | None = None
         provider.set_termination_handler(lambda tm_id, diagnostics: self.run_in_main_thread(self._worker_terminated, tm_id, diagnostics))
 
@@ -206,6 +208,8 @@ class ResourceManager(RpcEndpoint):
                     allocated_resources=t.allocated_profile,
                     default_slot=self.slot_manager.slot_to_cut(None, t),
                     dynamic_slots=t.dynamic,
+                    rss_mb=self.memory.get(t.tm_id, (None, None))[0],
+                    memory_budget_mb=self.memory.get(t.tm_id, (None, None))[1],
                     slots=[
                         m.SlotStatus(slot_index=s.index, state=s.state, allocation_id=s.allocation_id, job_id=s.job_id, resource_profile=s.profile)
                         for s in sorted(t.slots, key=lambda s: s.index) if not s.is_free
@@ -217,14 +221,17 @@ class ResourceManager(RpcEndpoint):
 
     @rpc_method
     async def task_manager_stdout(self, msg: m.TaskManagerStdout) -> m.Ack:
-        tail, truncated = self.stdout_tails.get(msg.tm_id, ("", False))
+        tails = self.log_tails if msg.stream == "log" else self.stdout_tails
+        tail, truncated = tails.get(msg.tm_id, ("", False))
         tail += msg.text
         if len(tail) > STDOUT_TAIL_CHARS:
             tail, truncated = tail[-STDOUT_TAIL_CHARS:], True
-        self.stdout_tails[msg.tm_id] = (tail, truncated)
-        if len(self.stdout_tails) > 4 * STDOUT_TAILS_KEPT:  # TaskManagers come and go: keep the newest
-            for old in list(self.stdout_tails)[: len(self.stdout_tails) - STDOUT_TAILS_KEPT]:
-                del self.stdout_tails[old]
+        tails[msg.tm_id] = (tail, truncated)
+        if len(tails) > 4 * STDOUT_TAILS_KEPT:  # TaskManagers come and go: keep the newest
+            for old in list(tails)[: len(tails) - STDOUT_TAILS_KEPT]:
+                del tails[old]
+        if msg.stream == "log":
+            return m.Ack()
         if self.on_task_manager_stdout is not None:
             try:
                 self.on_task_manager_stdout(msg.tm_id, msg.text)
@@ -234,8 +241,9 @@ class ResourceManager(RpcEndpoint):
 
     @rpc_method
     async def request_task_manager_stdout(self, msg: m.TaskManagerIdMessage) -> m.TaskManagerStdoutTail:
-        known = msg.tm_id in self.slot_manager.task_managers or msg.tm_id in self.stdout_tails
-        text, truncated = self.stdout_tails.get(msg.tm_id, ("", False))
+        tails = self.log_tails if msg.stream == "log" else self.stdout_tails
+        known = msg.tm_id in self.slot_manager.task_managers or msg.tm_id in tails
+        text, truncated = tails.get(msg.tm_id, ("", False))
         return m.TaskManagerStdoutTail(tm_id=msg.tm_id, known=known, text=text, truncated=truncated)
 
     def _tm_lost(self, tm_id: str, cause: str) -> None:
@@ -243,6 +251,7 @@ class ResourceManager(RpcEndpoint):
             return
         where = self.provider.describe(tm_id)
         self._lost.add(tm_id)
+        self.memory.pop(tm_id, None)
         jobs = self.slot_manager.unregister(tm_id)
         log.warning("[ResourceManager] TaskManager %s (%s) lost: %s", tm_id, where, cause)
         for job_id in jobs:
@@ -348,6 +357,7 @@ class ResourceManager(RpcEndpoint):
                 m.HeartbeatRequest(sender=self.endpoint_id, resource_manager_id=self.resource_manager_id), timeout=5
             )
             self.slot_manager.report(hb.slot_report)
+            self.memory[tm_id] = (hb.rss_mb, hb.memory_budget_mb)
         except Exception:  # noqa: BLE001 - missed heartbeats are counted by the timeout
             pass
 
@@ -431,6 +441,7 @@ class ResourceManager(RpcEndpoint):
         """Forget the TaskManager at once (its slots are no longer offered), then tell it and the provider."""
         registered = tm_id in self.slot_manager.task_managers
         self._lost.add(tm_id)
+        self.memory.pop(tm_id, None)
         self.slot_manager.unregister(tm_id)
         self.spawn(self._finish_release(tm_id, cause, registered))
 

@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runtime.core.errors import CheckpointError, JobNotRunningError, MillraceError, NotLeaderError, RpcError, UnknownJobError, UnknownTriggerError
 from runtime.graph.job_graph import JobGraph
 from runtime.graph.validation import validate_job_graph
+from runtime.rest import dashboard, metrics
 from runtime.rest import models as rm
 from runtime.rest.limits import DEFAULT_MAX_CONTENT_LENGTH, RequestLimitsMiddleware
 from runtime.rpc import messages as m
@@ -168,9 +169,12 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
     app.add_middleware(RequestLimitsMiddleware, max_content_length=max_content_length)
     bearer = HTTPBearer(auto_error=False, scheme_name="ClusterToken", description="the cluster token (cluster.json)")
 
-    async def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        given = credentials.credentials.encode("utf-8", "surrogateescape") if credentials is not None else b""
-        if credentials is None or not hmac.compare_digest(given, expected):
+    def token_ok(value: str | None) -> bool:
+        return value is not None and hmac.compare_digest(value.encode("utf-8", "surrogateescape"), expected)
+
+    async def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        # the dashboard's calls carry the token in the cookie its login page set
+        if not token_ok(credentials.credentials if credentials is not None else request.cookies.get(dashboard.COOKIE)):
             raise ApiError(
                 401,
                 "missing or wrong cluster token: send 'Authorization: Bearer <token>' with the token from the cluster's cluster.json",
@@ -187,10 +191,42 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
     api = APIRouter(dependencies=[Depends(require_token)], responses=errors)
 
     # --- liveness (no token) ---------------------------------------------------------------
-    @app.get("/", include_in_schema=False)
     @app.get("/healthz", tags=["cluster"], summary="Liveness probe (no token needed)")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    # --- the dashboard (runtime/rest/dashboard.py): a login page, then pages behind the cookie --
+    dashboard.install(app, token_ok)
+
+    @api.get(
+        "/metrics", response_class=Response, tags=["cluster"],
+        summary="Prometheus metrics: subtasks' records and busy/backpressured time, checkpoints, restarts, TaskManagers",
+        responses={200: {"content": {"text/plain": {}}}},
+    )
+    async def prometheus_metrics() -> Response:
+        sample = metrics.ClusterSample()
+        listed: m.JobList = await dispatcher.list_jobs(m.Empty(), timeout=CALL_TIMEOUT_S)
+        for job in listed.jobs:
+            if job.status.is_globally_terminal:
+                continue  # as Flink: a job's metrics go with it
+            ident = m.JobIdMessage(job_id=job.job_id)
+            try:
+                details: m.JobDetailsMessage = await dispatcher.request_job_details(ident, timeout=CALL_TIMEOUT_S)
+                stats = rm.checkpointing_statistics(await dispatcher.request_checkpoint_statistics(ident, timeout=CALL_TIMEOUT_S))
+                history: m.JobExceptionsMessage = await dispatcher.request_job_exceptions(ident, timeout=CALL_TIMEOUT_S)
+            except (UnknownJobError, RpcError):
+                continue  # it ended (and went) meanwhile
+            last = stats.latest.completed
+            sample.jobs.append(metrics.JobSample(
+                details=details, completed_checkpoints=stats.counts.completed, failed_checkpoints=stats.counts.failed,
+                last_checkpoint_duration_ms=last.end_to_end_duration or 0 if last is not None else 0,
+                last_checkpoint_size=last.state_size if last is not None else 0, restarts=history.num_restarts,
+            ))
+        tms: m.TaskManagerList = await resource_manager.list_task_managers(m.Empty(), timeout=CALL_TIMEOUT_S)
+        sample.task_managers = tms.task_managers
+        return Response(content=metrics.render(sample, rates), media_type=metrics.CONTENT_TYPE)
+
+    rates = metrics.RateTracker()
 
     # --- cluster ---------------------------------------------------------------------------
     @api.get("/overview", response_model=rm.Overview, tags=["cluster"], summary="Cluster overview (Flink: /overview)")
@@ -247,6 +283,19 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
     )
     async def task_manager_stdout(tmid: str = Path(description="TaskManager id", max_length=1024)) -> Response:
         tail: m.TaskManagerStdoutTail = await resource_manager.request_task_manager_stdout(m.TaskManagerIdMessage(tm_id=tmid), timeout=CALL_TIMEOUT_S)
+        if not tail.known:
+            raise ApiError(404, f"unknown TaskManager {tmid!r}: it never registered here, or it was released or lost long ago")
+        return Response(content=tail.text, media_type="text/plain; charset=utf-8")
+
+    @api.get(
+        "/taskmanagers/{tmid}/log", response_class=Response, tags=["cluster"],
+        summary="A TaskManager's log records (INFO and up), its newest 1 MiB (Flink: /taskmanagers/:id/log)",
+        responses={200: {"content": {"text/plain": {}}}, 404: {"model": rm.ErrorResponse, "description": "unknown TaskManager"}},
+    )
+    async def task_manager_log(tmid: str = Path(description="TaskManager id", max_length=1024)) -> Response:
+        tail: m.TaskManagerStdoutTail = await resource_manager.request_task_manager_stdout(
+            m.TaskManagerIdMessage(tm_id=tmid, stream="log"), timeout=CALL_TIMEOUT_S
+        )
         if not tail.known:
             raise ApiError(404, f"unknown TaskManager {tmid!r}: it never registered here, or it was released or lost long ago")
         return Response(content=tail.text, media_type="text/plain; charset=utf-8")
@@ -328,6 +377,22 @@ def create_app(dispatcher: DispatcherGateway, resource_manager: ResourceManagerG
         res: m.JobResultMessage = await dispatcher.request_job_result(m.JobIdMessage(job_id=jobid), timeout=RESULT_TIMEOUT_S)
         # the message itself (accumulators as base64 cloudpickle), so clients get exactly what the Dispatcher has
         return Response(content=res.model_dump_json(), media_type="application/json")
+
+    @api.get("/jobs/{jobid}/plan", responses=not_found, tags=["jobs"], summary="The job's plan: vertices, their chains, inputs and groups")
+    async def job_plan(jobid: str = _JOB_ID) -> dict[str, Any]:
+        import json
+
+        plan: m.JobPlanMessage = await dispatcher.request_job_plan(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
+        summary: dict[str, Any] = json.loads(plan.summary_json)
+        return summary
+
+    @api.get(
+        "/jobs/{jobid}/plan.svg", response_class=Response, tags=["jobs"], summary="A picture of the job's plan (SVG)",
+        responses={200: {"content": {"image/svg+xml": {}}}, **not_found},
+    )
+    async def job_plan_svg(jobid: str = _JOB_ID) -> Response:
+        plan: m.JobPlanMessage = await dispatcher.request_job_plan(m.JobIdMessage(job_id=jobid), timeout=CALL_TIMEOUT_S)
+        return Response(content=plan.svg, media_type="image/svg+xml")
 
     @api.get(
         "/jobs/{jobid}/exceptions", response_model=rm.JobExceptions, responses=not_found, tags=["jobs"],

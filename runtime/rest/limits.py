@@ -63,7 +63,9 @@ class RequestLimitsMiddleware:
         has_body = chunked or (length is not None and int(length) > 0)
         if has_body and scope.get("method") in ("POST", "PUT", "PATCH"):
             content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-            if content_type != b"application/json":
+            # the dashboard's login page posts an HTML form (its one non-JSON body)
+            form_login = path == b"/login" and content_type == b"application/x-www-form-urlencoded"
+            if content_type != b"application/json" and not form_login:
                 shown = content_type.decode(errors="replace") or "none"
                 await _refuse(send, 415, f"the request body must be JSON: send 'Content-Type: application/json' (got {shown})")
                 return

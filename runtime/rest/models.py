@@ -130,6 +130,8 @@ class TaskManagerDetails(RestModel):
     default_slot_resource: ResourceInfo | None = Field(None, alias="defaultSlotResource", description="what a group without resources gets")
     dynamic_slots: bool = Field(False, alias="dynamicSlots", description="slots are cut to each group's resources (fine-grained)")
     allocated_slots: list[SlotInfo] = Field(default_factory=list, alias="allocatedSlots")
+    memory_rss_mb: float | None = Field(None, alias="memoryRssMb", description="resident memory at its last heartbeat")
+    memory_budget_mb: int | None = Field(None, alias="memoryBudgetMb", description="what its memory watchdog holds it to")
     hardware: HardwareDescription
     spark_executor_id: str | None = Field(None, alias="sparkExecutorId")
 
@@ -667,6 +669,8 @@ def task_manager_details(tm: m.TaskManagerInfo) -> TaskManagerDetails:
         allocated_resource=_resource(tm.allocated_resources) if tm.allocated_resources is not None else None,
         default_slot_resource=_resource(tm.default_slot) if tm.default_slot is not None else None,
         dynamic_slots=tm.dynamic_slots,
+        memory_rss_mb=round(tm.rss_mb, 1) if tm.rss_mb is not None else None,
+        memory_budget_mb=tm.memory_budget_mb,
         allocated_slots=[
             SlotInfo(index=s.slot_index, resource=_resource(s.resource_profile or tm.default_slot or total), job_id=s.job_id,
                      allocation_id=s.allocation_id, state=s.state.value)

@@ -97,6 +97,7 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
     network = NetworkEnvironment(cfg.secret, cfg.tm_id, host=cfg.bind_host)
     network.start()
     te: TaskExecutor | None = None
+    log_forwarder: tuple[logging.Handler, Any] | None = None
     try:
         jm_peer = rpc.connect(cfg.jobmanager_host, cfg.jobmanager_port)
         te = TaskExecutor(
@@ -106,6 +107,7 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
         te.memory_watchdog = watchdog
         if cfg.forward_stdout:
             te.stdout = _forward_stdout(te, cfg.tm_id)
+            log_forwarder = _forward_log(te, cfg.tm_id)
         te.start()
         while not te.terminated.wait(0.5):
             if cfg.watch_parent and os.getppid() != parent:
@@ -121,6 +123,9 @@ def run_task_manager(cfg: TaskManagerConfig) -> str:
             from runtime.taskmanager.stdout import uninstall
 
             uninstall(te.stdout)  # ships what is left
+            if log_forwarder is not None:
+                logging.getLogger().removeHandler(log_forwarder[0])
+                log_forwarder[1].close()
         if te is not None:
             te.stop()
         network.shutdown()
@@ -139,6 +144,25 @@ def _forward_stdout(te: Any, tm_id: str) -> Any:
 
     rm = te._rm
     return install(lambda text: rm.call_sync("task_manager_stdout", TaskManagerStdout(tm_id=tm_id, text=text), timeout=10))
+
+
+def _forward_log(te: Any, tm_id: str) -> tuple[logging.Handler, Any]:
+    """The TaskManager's log records (INFO and up) to the ResourceManager too (REST /taskmanagers/{id}/log)."""
+    from runtime.rpc.messages import TaskManagerStdout
+    from runtime.taskmanager.stdout import StdoutForwarder
+
+    rm = te._rm
+    forwarder = StdoutForwarder(
+        lambda text: rm.call_sync("task_manager_stdout", TaskManagerStdout(tm_id=tm_id, text=text, stream="log"), timeout=10),
+        interval_s=0.5, fallback=sys.__stderr__,
+    )
+    handler = logging.StreamHandler(forwarder)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # the forwarders' own threads never log into a forwarder (a full buffer would wait for itself)
+    handler.addFilter(lambda record: record.threadName != "stdout-forwarder")
+    logging.getLogger().addHandler(handler)
+    return handler, forwarder
 
 
 def _flush_std_streams() -> None:

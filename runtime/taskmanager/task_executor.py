@@ -20,7 +20,7 @@ from runtime.rpc import messages as m
 from runtime.rpc.deployment import TaskDeploymentDescriptor
 from runtime.rpc.ordered_sender import OrderedSender
 from runtime.rpc.service import RpcEndpoint, RpcService, rpc_method, sync
-from runtime.taskmanager.memory import MemoryWatchdog, RunningTask, SlotHeap
+from runtime.taskmanager.memory import MemoryWatchdog, RunningTask, SlotHeap, read_rss_mb
 from runtime.taskmanager.task import Task
 from runtime.taskmanager.task_slot_table import TaskSlotTable
 
@@ -199,6 +199,8 @@ class TaskExecutor(RpcEndpoint):
             tm_id=self.tm_id,
             slot_report=m.SlotReport(tm_id=self.tm_id, slots=self.slot_table.report()),
             running_tasks=len(self.tasks),
+            rss_mb=read_rss_mb(),
+            memory_budget_mb=self.memory_watchdog.budget.total_mb if self.memory_watchdog is not None else None,
         )
 
     @rpc_method

@@ -54,6 +54,15 @@ class JobList(Message):
     jobs: list[JobOverview]
 
 
+class JobPlanMessage(Message):
+    """A job's plan (runtime.graph.plan.plan_summary as JSON) and its picture (SVG, with a line per
+    vertex for live figures)."""
+
+    job_id: str
+    summary_json: str
+    svg: str
+
+
 class ClusterOverviewMessage(Message):
     """Job counts by status (the REST API adds TaskManagers and slots from the ResourceManager)."""
 

@@ -2,7 +2,7 @@
 resource requirements, TaskManager listings and stdout (Flink: ResourceManagerGateway)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -116,10 +116,12 @@ class TaskManagerStdout(Message):
 
     tm_id: str
     text: str
+    stream: Literal["stdout", "log"] = "stdout"  # log: its log records (Flink: the TaskManager's .log file)
 
 
 class TaskManagerIdMessage(Message):
     tm_id: str
+    stream: Literal["stdout", "log"] = "stdout"  # for request_task_manager_stdout: which tail
 
 
 class TaskManagerStdoutTail(Message):
@@ -147,6 +149,8 @@ class TaskManagerInfo(Message):
     default_slot: ResourceProfile | None = None
     dynamic_slots: bool = False
     slots: list[SlotStatus] = Field(default_factory=list)
+    rss_mb: float | None = None  # resident memory at the last heartbeat
+    memory_budget_mb: int | None = None
 
 
 class TaskManagerList(Message):

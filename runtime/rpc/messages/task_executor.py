@@ -19,6 +19,8 @@ class TaskExecutorHeartbeat(Message):
     tm_id: str
     slot_report: SlotReport
     running_tasks: int = 0
+    rss_mb: float | None = None  # the process's resident memory (None: not measurable here)
+    memory_budget_mb: int | None = None  # what the watchdog holds it to (None: not enforced)
 
 
 class RequestSlot(Message):

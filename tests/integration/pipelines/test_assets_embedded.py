@@ -3,13 +3,14 @@ results against plain-Python references, metadata, checks, the version sensor's 
 failure sensor on a real failed job, and an interrupted run cancelling its Millrace job."""
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import threading
 import time
 from pathlib import Path
 
-from dagster import DagsterInstance, asset, build_sensor_context, materialize
+from dagster import AssetKey, DagsterInstance, asset, build_sensor_context, materialize
 from deltalake import DeltaTable
 
 from pipelines.assets import user_minute_totals, windowed_sum_table
@@ -67,6 +68,13 @@ def test_both_assets_with_metadata_and_checks(tmp_path):
     assert ws["delta_table"] == ws_path and ws["delta_version"] == DeltaTable(ws_path).version()
     assert ws["chains"] == 2 and ws["parallelism"] == 2 and ws["slots"] == 2
     assert "HASH" in ws["plan"] and ws["duration_ms"] > 0
+    # the plan's picture, as the Dagster UI gets it: from the instance's stored materialization
+    event = instance.get_latest_materialization_event(AssetKey(["windowed_sum_table"]))
+    assert event is not None and event.asset_materialization is not None
+    picture = event.asset_materialization.metadata["plan_picture"].value
+    assert picture.startswith("![plan of windowed_sum](data:image/svg+xml;base64,")
+    svg = base64.b64decode(picture.split("base64,", 1)[1].rstrip(")")).decode()
+    assert svg.startswith("<svg") and svg.count('<g class="node"') == ws["chains"] and "HASH" in svg
     umt = _meta(result, "user_minute_totals")
     assert umt["input_table"] == ws_path and umt["input_version"] == ws["delta_version"]
     assert umt["records_in"] == len(ref) and umt["row_count"] == len(got_umt)

@@ -83,3 +83,22 @@ def test_the_plan_prints_each_groups_requirement_and_its_slots() -> None:
     assert plan_summary(jg)["slot_sharing_groups"][1] == {
         "name": "heavy", "slots": 3, "resources": {"cpu_cores": 2.0, "task_heap_mb": 1024, "managed_memory_mb": 256, "task_off_heap_mb": None},
     }
+
+
+def test_the_plan_pictures_have_one_node_per_chain_and_one_edge_per_input(capsys: pytest.CaptureFixture[str]) -> None:
+    from runtime.cli import main
+    from runtime.graph.plan_render import to_dot, to_html, to_svg
+
+    jg = windowed_sum()
+    svg = to_svg(jg)
+    assert svg.startswith("<svg") and svg.count('<g class="node"') == len(jg.vertices) == 2
+    assert svg.count('class="edge"') == 1 and "HASH" in svg and "parallelism 2" in svg
+    dot = to_dot(jg)
+    assert dot.startswith('digraph "windowed_sum"') and dot.count("->") >= 1 and 'label="HASH"' in dot
+    assert "<svg" in to_html(jg) and "slot sharing group &#x27;default&#x27;" in to_html(jg)
+    # the command line: millrace plan JOB.py --format svg
+    with pytest.raises(SystemExit) as exit_code:
+        main(["plan", "pipelines/jobs/windowed_sum.py", "--format", "svg", "--output", "/nonexistent"])
+    assert exit_code.value.code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("<svg") and printed.count('<g class="node"') == 2
