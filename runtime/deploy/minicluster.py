@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.api.execution import FailureListener, StatusListener
 from runtime.deploy.job_client import DispatcherJobClient
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 # (tests, benchmarks and callers still pass them): flat name -> ResourceManagerConfig field
 FLAT_RESOURCE_MANAGER_FIELDS = {
     "slots_per_task_manager": "slots_per_tm",
+    "slots_per_tm": "slots_per_tm",
     "max_task_managers": "max_task_managers",
     "initial_task_managers": "initial_task_managers",
     "min_task_managers": "min_task_managers",
@@ -73,6 +74,9 @@ class MiniClusterConfig(BaseModel):
     """A JobManager in this process and the TaskManagers it starts. The ResourceManager's settings
     are one nested model, handed to the ResourceManager whole (the flat names of
     FLAT_RESOURCE_MANAGER_FIELDS are still accepted)."""
+
+    # a misspelt setting (slots_per_tm for slots_per_task_manager) is an error, not silently the default
+    model_config = ConfigDict(extra="forbid")
 
     provider: Literal["spark", "local"] = Field("local", description="where TaskManagers run")
     host: str = Field("127.0.0.1", description="JobManager bind address")

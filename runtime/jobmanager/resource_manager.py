@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.core.errors import ConfigurationError
 from runtime.jobmanager.resource_provider import ResourceProvider, TaskManagerSpec
@@ -33,6 +33,8 @@ STDOUT_TAILS_KEPT = 64  # TaskManagers whose stdout is kept (live and recently g
 
 class ResourceManagerConfig(BaseModel):
     """How the ResourceManager sizes and scales the cluster (Flink: resourcemanager.* / slotmanager.*)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     slots_per_tm: int = Field(1, ge=1, description="slots of a default TaskManager")
     heartbeat_interval_ms: int = Field(1000, gt=0)

@@ -64,3 +64,14 @@ def test_the_embedded_executor_runs_its_cluster_from_one_model() -> None:
     assert (ex.provider, ex.tm_log_level, ex.cluster_config.echo_task_manager_stdout) == ("local", "ERROR", True)
     given = MiniClusterConfig(provider="local", slots_per_task_manager=2)
     assert EmbeddedExecutor(cluster=given).cluster_config.resource_manager.slots_per_tm == 2
+
+
+def test_a_misspelt_cluster_setting_is_an_error_naming_it_not_silently_the_default() -> None:
+    from pydantic import ValidationError
+
+    assert MiniClusterConfig(slots_per_task_manager=4).resource_manager.slots_per_tm == 4
+    assert MiniClusterConfig(slots_per_tm=3).resource_manager.slots_per_tm == 3  # the nested field's own name, flat
+    with pytest.raises(ValidationError, match="slots_per_taskmanager"):
+        MiniClusterConfig(slots_per_taskmanager=4)
+    with pytest.raises(ValidationError, match="evenly_spread_slots"):
+        ResourceManagerConfig(evenly_spread_slots=True)
