@@ -65,6 +65,24 @@ def _all_tasks_running_or_done(details: dict) -> bool:
     return bool(subtasks) and all(st["status"] in ("RUNNING", "FINISHED") for st in subtasks)
 
 
+def follow_job(client, job_id: str, t0: float, interval_s: float) -> tuple[float, float, float]:
+    """Seconds from `t0` until the job was RUNNING, every task RUNNING (or done), and FINISHED;
+    asserts it FINISHED (every benchmark job must run to its end)."""
+    running = tasks = None
+    while True:
+        d = client.job_details(job_id).model_dump(by_alias=True, mode="json")
+        now = time.perf_counter() - t0
+        if running is None and d["state"] in ("RUNNING", "FINISHED"):
+            running = now
+        if tasks is None and (_all_tasks_running_or_done(d) or d["state"] == "FINISHED"):
+            tasks = now
+        if d["state"] in ("FINISHED", "FAILED", "CANCELED"):
+            assert d["state"] == "FINISHED", d
+            assert running is not None and tasks is not None
+            return running, tasks, now
+        time.sleep(interval_s)
+
+
 def session_latencies(client, jobs: int, parallelism: int, jm_pid: int) -> list[dict]:
     out = []
     for i in range(jobs):
@@ -72,18 +90,7 @@ def session_latencies(client, jobs: int, parallelism: int, jm_pid: int) -> list[
         cpu = CpuMeter({"jm": lambda: (jm_pid,), "tm": lambda: [int(t.model_dump(by_alias=True)["pid"]) for t in client.task_managers()]}).__enter__()
         t0 = time.perf_counter()
         job_id = client.submit_job(job_graph)
-        running = tasks = None
-        while True:
-            d = client.job_details(job_id).model_dump(by_alias=True, mode="json")
-            now = time.perf_counter() - t0
-            if running is None and d["state"] in ("RUNNING", "FINISHED"):
-                running = now
-            if tasks is None and (_all_tasks_running_or_done(d) or d["state"] == "FINISHED"):
-                tasks = now
-            if d["state"] in ("FINISHED", "FAILED", "CANCELED"):
-                assert d["state"] == "FINISHED", d
-                break
-            time.sleep(0.005)
+        running, tasks, now = follow_job(client, job_id, t0, 0.005)
         cpu.__exit__(None, None, None)
         row = {"config": "session", "job": i, "submit_to_running_s": round(running, 4), "submit_to_tasks_running_s": round(tasks, 4),
                "submit_to_finished_s": round(now, 4), **cpu.fields(JOB_EVENTS)}
@@ -187,18 +194,7 @@ def slot_latencies(dynamic: bool, jobs: int, parallelism: int, provider: str, sp
         for i in range(jobs + 2):  # the first two warm up (imports, first deployments)
             t0 = time.perf_counter()
             job_id = client.submit_job(grouped_job(parallelism))
-            running = tasks = None
-            while True:
-                d = client.job_details(job_id).model_dump(by_alias=True, mode="json")
-                now = time.perf_counter() - t0
-                if running is None and d["state"] in ("RUNNING", "FINISHED"):
-                    running = now
-                if tasks is None and (_all_tasks_running_or_done(d) or d["state"] == "FINISHED"):
-                    tasks = now
-                if d["state"] in ("FINISHED", "FAILED", "CANCELED"):
-                    assert d["state"] == "FINISHED", d  # the check: every job ran to its end
-                    break
-                time.sleep(0.002)
+            running, tasks, _ = follow_job(client, job_id, t0, 0.002)
             if i >= 2:
                 rows.append((running * 1000, tasks * 1000))
             # its slots are free again before the next job (static and dynamic alike)
