@@ -312,6 +312,12 @@ class KafkaSourceReader(SourceReader[KafkaPartitionSplit]):
                 "enable.partition.eof": False,
             })
             conf.setdefault("fetch.wait.max.ms", 50)  # a reader polls without blocking: its latency is the broker's wait
+            # a position the broker calls out of range (records deleted by retention, or a broker
+            # that is not yet itself after a restart) must not make the reader jump to the end:
+            # librdkafka's default, latest, would skip records silently. Earliest re-reads what is
+            # there (Flink's default too), unless the job chose LATEST as its reset strategy.
+            chosen = self.source.starting_offsets.reset
+            conf.setdefault("auto.offset.reset", "latest" if chosen is KafkaOffsetResetStrategy.LATEST else "earliest")
             self._consumer = Consumer(conf)
         return self._consumer
 
@@ -346,7 +352,13 @@ class KafkaSourceReader(SourceReader[KafkaPartitionSplit]):
             if err is not None:
                 if err.fatal():
                     raise KafkaSourceError(f"KafkaSource: the consumer failed: {err}")
-                log.debug("KafkaSource: %s", err)  # transient (a broker away): librdkafka retries
+                from confluent_kafka import KafkaError  # an error: rare, imported here off the record path
+
+                if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    # the position was out of range and was reset (auto.offset.reset): say so, loudly
+                    log.warning("KafkaSource: partition %s-%s: %s", m.topic(), m.partition(), err)
+                else:
+                    log.debug("KafkaSource: %s", err)  # transient (a broker away): librdkafka retries
                 continue
             by_partition.setdefault((m.topic(), m.partition()), []).append(m)
         for (topic, partition), msgs in by_partition.items():
