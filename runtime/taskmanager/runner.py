@@ -162,6 +162,9 @@ def _forward_log(te: Any, tm_id: str) -> tuple[logging.Handler, Any]:
     # the forwarders' own threads never log into a forwarder (a full buffer would wait for itself)
     handler.addFilter(lambda record: record.threadName != "stdout-forwarder")
     logging.getLogger().addHandler(handler)
+    # a forked snapshot writer has no forwarder thread, and the forwarder's lock may have been held
+    # at the fork (logging resets its own locks in the child, not this one): the child logs to stderr only
+    os.register_at_fork(after_in_child=lambda: logging.getLogger().removeHandler(handler))
     return handler, forwarder
 
 
