@@ -124,7 +124,9 @@ def test_two_jobs_share_one_large_task_manager_in_dynamic_slots_and_a_third_fits
 
     # a third job needs 2 CPU: it waits until the first one gives its slot back, then takes its place
     job_c = client.submit_job(gated_job("c", gate_c, group("c", 2.0, 1024, 256)))
-    time.sleep(0.5)  # not a synchronization: only gives a wrong allocation the chance to show
+    sm = large_tm.cluster.resource_manager.slot_manager
+    wait_until(lambda: job_c in sm.requirements and sm.requirements[job_c].missing == 1, timeout=30,
+               what="job c's requirement declared and left unserved")
     assert len(tm_view(rc)["allocatedSlots"]) == 2 and not map_running(client, job_c)
     gate_a.touch()
     assert finished(client, job_a) is JobStatus.FINISHED
